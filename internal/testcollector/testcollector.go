@@ -1,0 +1,363 @@
+// Package testcollector runs the otelcol-nemo binary built by `make build`
+// for end-to-end tests and benchmarks: it starts it with a preset from
+// configs/ on free loopback ports, waits for health_check, scrapes its own
+// metrics, and stops it with SIGTERM.
+//
+// Presets take their listen address and ports from environment variables
+// (OTELCOL_LISTEN_HOST, OTLP_GRPC_PORT, ...), so the harness runs the preset
+// files exactly as committed, only with other values for those variables.
+package testcollector // import "github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Timeouts for start and stop.
+const (
+	StartTimeout = 60 * time.Second
+	StopTimeout  = 30 * time.Second
+)
+
+// RepoRoot returns the repository root (the directory holding go.mod and
+// builder-config.yaml), found by walking up from the working directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "builder-config.yaml")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("repository root (builder-config.yaml) not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Binary returns the path of the collector binary: $OTELCOL_NEMO_BIN, or
+// _build/otelcol-nemo in the repository. It fails the test when it is missing.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin := os.Getenv("OTELCOL_NEMO_BIN")
+	if bin == "" {
+		bin = filepath.Join(RepoRoot(t), "_build", "otelcol-nemo")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("collector binary %s not found: run `make build` first (or `make test`, which builds it)", bin)
+	}
+	return bin
+}
+
+// Config returns the path of a preset in configs/.
+func Config(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(RepoRoot(t), "configs", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("preset %s: %v", name, err)
+	}
+	return p
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free when asked.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Collector is one running otelcol-nemo process.
+type Collector struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	waitErr error
+	stopped bool
+	mu      sync.Mutex
+
+	// Ports the collector listens on, all on 127.0.0.1.
+	GRPCPort, HTTPPort, HealthPort, MetricsPort int
+	// Env is the environment given to the process (only the variables set
+	// here, on top of the test process's own environment).
+	Env map[string]string
+}
+
+// GRPCEndpoint is the OTLP/gRPC address, host:port.
+func (c *Collector) GRPCEndpoint() string { return "127.0.0.1:" + strconv.Itoa(c.GRPCPort) }
+
+// HTTPEndpoint is the OTLP/HTTP address, host:port.
+func (c *Collector) HTTPEndpoint() string { return "127.0.0.1:" + strconv.Itoa(c.HTTPPort) }
+
+// Options for Start.
+type Options struct {
+	// Env adds or overrides environment variables of the collector process.
+	Env map[string]string
+	// Args are extra command-line arguments (e.g. --feature-gates=...).
+	Args []string
+	// NoWait skips waiting for health_check (for configs without it).
+	NoWait bool
+}
+
+// Start runs the binary with config on free ports and waits until
+// health_check reports it ready. The collector is stopped (and the test failed
+// if it does not stop cleanly) when the test ends, unless Stop or Kill was
+// called before.
+func Start(t testing.TB, config string, opts Options) *Collector {
+	t.Helper()
+	c := &Collector{
+		t:           t,
+		GRPCPort:    FreePort(t),
+		HTTPPort:    FreePort(t),
+		HealthPort:  FreePort(t),
+		MetricsPort: FreePort(t),
+		done:        make(chan struct{}),
+	}
+	c.Env = map[string]string{
+		"OTELCOL_LISTEN_HOST":  "127.0.0.1",
+		"OTLP_GRPC_PORT":       strconv.Itoa(c.GRPCPort),
+		"OTLP_HTTP_PORT":       strconv.Itoa(c.HTTPPort),
+		"HEALTH_CHECK_PORT":    strconv.Itoa(c.HealthPort),
+		"OTELCOL_METRICS_PORT": strconv.Itoa(c.MetricsPort),
+	}
+	for k, v := range opts.Env {
+		c.Env[k] = v
+	}
+	c.logPath = filepath.Join(t.TempDir(), "collector.log")
+	logFile, err := os.Create(c.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cmd = exec.Command(Binary(t), append([]string{"--config=" + config}, opts.Args...)...)
+	c.cmd.Env = os.Environ()
+	for k, v := range c.Env {
+		c.cmd.Env = append(c.cmd.Env, k+"="+v)
+	}
+	c.cmd.Stdout = logFile
+	c.cmd.Stderr = logFile
+	if err := c.cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("start collector: %v", err)
+	}
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		logFile.Close()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		c.mu.Lock()
+		stopped := c.stopped
+		c.mu.Unlock()
+		if !stopped {
+			c.Stop()
+		}
+	})
+	if !opts.NoWait {
+		c.waitHealthy()
+	}
+	return c
+}
+
+func (c *Collector) waitHealthy() {
+	c.t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/", c.HealthPort)
+	deadline := time.Now().Add(StartTimeout)
+	client := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			c.t.Fatalf("collector exited during start-up (%v); its log:\n%s", c.waitErr, c.Logs())
+		default:
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("collector not healthy on %s after %s; its log:\n%s", url, StartTimeout, c.Logs())
+}
+
+// Logs returns everything the collector wrote to stdout and stderr so far.
+func (c *Collector) Logs() string {
+	b, err := os.ReadFile(c.logPath)
+	if err != nil {
+		return fmt.Sprintf("(log unreadable: %v)", err)
+	}
+	return string(b)
+}
+
+// Stop sends SIGTERM and waits for a clean exit. It fails the test when the
+// collector does not exit within StopTimeout or exits with an error.
+func (c *Collector) Stop() {
+	c.t.Helper()
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	select {
+	case <-c.done:
+	default:
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(StopTimeout):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+			c.t.Errorf("collector did not shut down within %s of SIGTERM; its log:\n%s", StopTimeout, c.Logs())
+			return
+		}
+	}
+	if c.waitErr != nil {
+		c.t.Errorf("collector exited with %v; its log:\n%s", c.waitErr, c.Logs())
+	}
+}
+
+// Kill ends the collector with SIGKILL, as a crash would.
+func (c *Collector) Kill() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
+
+// Pid is the collector's process id.
+func (c *Collector) Pid() int { return c.cmd.Process.Pid }
+
+// Metric scrapes the collector's own Prometheus endpoint and returns the sum
+// of every series of the named metric whose labels include all of labels
+// (given as "key=value" strings), and whether any series matched.
+func (c *Collector) Metric(name string, labels ...string) (float64, bool, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.MetricsPort))
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, false, err
+	}
+	sum, found := SumMetric(body, name, labels...)
+	return sum, found, nil
+}
+
+// SumMetric sums the samples of the named metric in a Prometheus text
+// exposition whose labels include all of labels ("key=value").
+func SumMetric(exposition []byte, name string, labels ...string) (float64, bool) {
+	var (
+		sum   float64
+		found bool
+	)
+	sc := bufio.NewScanner(bytes.NewReader(exposition))
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		metricName, labelText, _ := strings.Cut(series, "{")
+		if metricName != name {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			k, v, _ := strings.Cut(l, "=")
+			if !strings.Contains(labelText, k+`="`+v+`"`) {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		if sp := strings.IndexByte(value, ' '); sp >= 0 {
+			value = value[:sp]
+		}
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		sum += f
+		found = true
+	}
+	return sum, found
+}
+
+// WaitForMetric polls Metric until cond holds for its value or timeout passes.
+func (c *Collector) WaitForMetric(timeout time.Duration, cond func(float64) bool, name string, labels ...string) (float64, error) {
+	deadline := time.Now().Add(timeout)
+	var (
+		last float64
+		err  error
+	)
+	for time.Now().Before(deadline) {
+		var found bool
+		last, found, err = c.Metric(name, labels...)
+		if err == nil && found && cond(last) {
+			return last, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err == nil {
+		err = errors.New("condition not met")
+	}
+	return last, fmt.Errorf("metric %s%v: last value %v after %s: %w", name, labels, last, timeout, err)
+}
+
+// Run runs the binary with args (e.g. "validate", "--config=...") and env,
+// and returns its combined output and error.
+func Run(t testing.TB, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	done := make(chan struct{})
+	var (
+		out []byte
+		err error
+	)
+	go func() {
+		out, err = cmd.CombinedOutput()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(StartTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return string(out), fmt.Errorf("%v did not finish within %s", args, StartTimeout)
+	}
+	return string(out), err
+}
