@@ -22,7 +22,10 @@ const jobTimeout = 2 * time.Minute
 // so that every preset can be validated and started without a real backend.
 func testEnv(t *testing.T) map[string]string {
 	return map[string]string{
-		"NEMO_TELEMETRY_DIR": t.TempDir(),
+		"NEMO_TELEMETRY_DIR":          t.TempDir(),
+		"NEMO_QUEUE_DIR":              t.TempDir(),
+		"HONEYCOMB_API_KEY":           "test-honeycomb-key-0123456789abcdef",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
 	}
 }
 
@@ -63,6 +66,18 @@ func runJob(t *testing.T, ranks []lensemu.Rank) lensemu.Result {
 		t.Fatalf("emulated job sent nothing of some signal: %+v", res)
 	}
 	return res
+}
+
+// waitFor polls cond every 100ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func describe(r lensemu.Result) string {

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+const deliveryTimeout = 60 * time.Second
+
+// sinkResult counts what a fake backend kept, per signal.
+func sinkResult(s *otlpsink.Sink) lensemu.Result {
+	return lensemu.Result{
+		Spans:      int64(s.Count(otlpsink.Traces)),
+		DataPoints: int64(s.Count(otlpsink.Metrics)),
+		LogRecords: int64(s.Count(otlpsink.Logs)),
+	}
+}
+
+// TestHoneycombPreset runs configs/honeycomb.yaml against a fake Honeycomb
+// that decodes OTLP and checks both Honeycomb headers on every request of
+// every signal.
+func TestHoneycombPreset(t *testing.T) {
+	sink, err := otlpsink.Start(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	const key, dataset = "hc-test-key-5f1e", "nemo-e2e"
+	sink.SetRespond(func(r otlpsink.Request) (int, http.Header, []byte) {
+		if r.Header.Get("x-honeycomb-team") != key {
+			return http.StatusUnauthorized, nil, []byte(`{"message":"unknown API key"}`)
+		}
+		return 0, nil, nil
+	})
+	env := testEnv(t)
+	env["HONEYCOMB_ENDPOINT"] = sink.URL
+	env["HONEYCOMB_API_KEY"] = key
+	env["HONEYCOMB_DATASET"] = dataset
+	c := testcollector.Start(t, testcollector.Config(t, "honeycomb.yaml"), testcollector.Options{Env: env})
+	sent := runJob(t, mixedJob(c, "run-hc", 4, 3))
+	waitFor(t, deliveryTimeout, "every item at the fake Honeycomb", func() bool { return sinkResult(sink) == sent })
+	c.Stop()
+
+	seen := map[string]bool{}
+	for _, r := range sink.Requests() {
+		seen[r.Signal] = true
+		if got := r.Header.Get("x-honeycomb-dataset"); got != dataset {
+			t.Errorf("%s request: x-honeycomb-dataset = %q, want %q", r.Signal, got, dataset)
+		}
+		if got := r.Header.Get("Content-Encoding"); got != "gzip" {
+			t.Errorf("%s request: Content-Encoding = %q, want gzip", r.Signal, got)
+		}
+		if r.Path != "/v1/"+r.Signal {
+			t.Errorf("%s request went to %s", r.Signal, r.Path)
+		}
+	}
+	if len(seen) != 3 || sink.Refused() != 0 {
+		t.Fatalf("signals seen %v, refused %d", seen, sink.Refused())
+	}
+	if strings.Contains(c.Logs(), key) {
+		t.Errorf("the collector logged the API key")
+	}
+}
+
+// TestOTLPPreset runs configs/otlp.yaml with the SDK's variables: a base
+// endpoint (paths appended), a per-signal traces endpoint (used verbatim) and
+// OTEL_EXPORTER_OTLP_HEADERS.
+func TestOTLPPreset(t *testing.T) {
+	paths := map[string]string{
+		"/custom/traces-in": otlpsink.Traces,
+		"/base/v1/metrics":  otlpsink.Metrics,
+		"/base/v1/logs":     otlpsink.Logs,
+	}
+	sink, err := otlpsink.Start(func(p string) string { return paths[p] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	env := testEnv(t)
+	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.URL + "/base"
+	env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = sink.URL + "/custom/traces-in"
+	env["OTEL_EXPORTER_OTLP_HEADERS"] = "Authorization=Bearer%20e2e-token,x-scope-orgid=tenant-7"
+	c := testcollector.Start(t, testcollector.Config(t, "otlp.yaml"), testcollector.Options{Env: env})
+	sent := runJob(t, mixedJob(c, "run-otlp", 4, 3))
+	waitFor(t, deliveryTimeout, "every item at the OTLP backend", func() bool { return sinkResult(sink) == sent })
+	c.Stop()
+
+	for _, r := range sink.Requests() {
+		if got := r.Header.Get("Authorization"); got != "Bearer e2e-token" {
+			t.Errorf("%s request: Authorization = %q", r.Signal, got)
+		}
+		if got := r.Header.Get("x-scope-orgid"); got != "tenant-7" {
+			t.Errorf("%s request: x-scope-orgid = %q", r.Signal, got)
+		}
+	}
+}
