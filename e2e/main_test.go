@@ -26,6 +26,9 @@ func testEnv(t *testing.T) map[string]string {
 		"NEMO_QUEUE_DIR":              t.TempDir(),
 		"HONEYCOMB_API_KEY":           "test-honeycomb-key-0123456789abcdef",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+		"OTLP_BEARER_TOKEN":           "test-bearer-token",
+		"OTLP_TLS_CERT_FILE":          "testdata/not-loaded-by-validate.crt",
+		"OTLP_TLS_KEY_FILE":           "testdata/not-loaded-by-validate.key",
 	}
 }
 

@@ -10,6 +10,7 @@ package lensemu // import "github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
@@ -33,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/credentials"
 )
 
 // Protocols a rank can export with.
@@ -75,6 +77,9 @@ type Rank struct {
 	NoMetrics, NoLogs bool
 	// Headers are sent with every export request (e.g. an auth token).
 	Headers map[string]string
+	// TLS, when set, connects with TLS using this client configuration;
+	// otherwise the connection is plaintext.
+	TLS *tls.Config
 }
 
 // SpansPerStep is the number of spans one train step produces for the given
@@ -334,23 +339,49 @@ func (r Rank) newExporters(ctx context.Context) (*exporters, error) {
 	)
 	switch r.Protocol {
 	case GRPC:
-		if se, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(r.Endpoint), otlptracegrpc.WithInsecure(), otlptracegrpc.WithHeaders(r.Headers)); err != nil {
+		// Retries are off: a test must see a refusal, not a minute of backoff.
+		traceOpts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(r.Endpoint), otlptracegrpc.WithHeaders(r.Headers), otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
+		metricOpts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(r.Endpoint), otlpmetricgrpc.WithHeaders(r.Headers), otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: false})}
+		logOpts := []otlploggrpc.Option{otlploggrpc.WithEndpoint(r.Endpoint), otlploggrpc.WithHeaders(r.Headers), otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false})}
+		if r.TLS != nil {
+			creds := credentials.NewTLS(r.TLS)
+			traceOpts = append(traceOpts, otlptracegrpc.WithTLSCredentials(creds))
+			metricOpts = append(metricOpts, otlpmetricgrpc.WithTLSCredentials(creds))
+			logOpts = append(logOpts, otlploggrpc.WithTLSCredentials(creds))
+		} else {
+			traceOpts = append(traceOpts, otlptracegrpc.WithInsecure())
+			metricOpts = append(metricOpts, otlpmetricgrpc.WithInsecure())
+			logOpts = append(logOpts, otlploggrpc.WithInsecure())
+		}
+		if se, err = otlptracegrpc.New(ctx, traceOpts...); err != nil {
 			return nil, err
 		}
-		if me, err = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpoint(r.Endpoint), otlpmetricgrpc.WithInsecure(), otlpmetricgrpc.WithHeaders(r.Headers)); err != nil {
+		if me, err = otlpmetricgrpc.New(ctx, metricOpts...); err != nil {
 			return nil, err
 		}
-		if le, err = otlploggrpc.New(ctx, otlploggrpc.WithEndpoint(r.Endpoint), otlploggrpc.WithInsecure(), otlploggrpc.WithHeaders(r.Headers)); err != nil {
+		if le, err = otlploggrpc.New(ctx, logOpts...); err != nil {
 			return nil, err
 		}
 	case HTTP:
-		if se, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(r.Endpoint), otlptracehttp.WithInsecure(), otlptracehttp.WithHeaders(r.Headers)); err != nil {
+		traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(r.Endpoint), otlptracehttp.WithHeaders(r.Headers), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
+		metricOpts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(r.Endpoint), otlpmetrichttp.WithHeaders(r.Headers), otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: false})}
+		logOpts := []otlploghttp.Option{otlploghttp.WithEndpoint(r.Endpoint), otlploghttp.WithHeaders(r.Headers), otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false})}
+		if r.TLS != nil {
+			traceOpts = append(traceOpts, otlptracehttp.WithTLSClientConfig(r.TLS))
+			metricOpts = append(metricOpts, otlpmetrichttp.WithTLSClientConfig(r.TLS))
+			logOpts = append(logOpts, otlploghttp.WithTLSClientConfig(r.TLS))
+		} else {
+			traceOpts = append(traceOpts, otlptracehttp.WithInsecure())
+			metricOpts = append(metricOpts, otlpmetrichttp.WithInsecure())
+			logOpts = append(logOpts, otlploghttp.WithInsecure())
+		}
+		if se, err = otlptracehttp.New(ctx, traceOpts...); err != nil {
 			return nil, err
 		}
-		if me, err = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpoint(r.Endpoint), otlpmetrichttp.WithInsecure(), otlpmetrichttp.WithHeaders(r.Headers)); err != nil {
+		if me, err = otlpmetrichttp.New(ctx, metricOpts...); err != nil {
 			return nil, err
 		}
-		if le, err = otlploghttp.New(ctx, otlploghttp.WithEndpoint(r.Endpoint), otlploghttp.WithInsecure(), otlploghttp.WithHeaders(r.Headers)); err != nil {
+		if le, err = otlploghttp.New(ctx, logOpts...); err != nil {
 			return nil, err
 		}
 	default:

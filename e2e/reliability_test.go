@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+// TestOutageAndRestartLoseNothing: the backend is down (503) while a job
+// sends, the collector is restarted during the outage, and after the backend
+// recovers every span the collector acknowledged arrives. Delivery is
+// at-least-once: the persistent queue removes a request only once the backend
+// accepted it, so a request in flight at shutdown is sent again after restart.
+func TestOutageAndRestartLoseNothing(t *testing.T) {
+	sink, err := otlpsink.Start(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var down atomic.Bool
+	down.Store(true)
+	sink.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
+		if down.Load() {
+			return http.StatusServiceUnavailable, nil, []byte("backend down for the test")
+		}
+		return 0, nil, nil
+	})
+
+	env := testEnv(t)
+	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.URL
+	preset := testcollector.Config(t, "otlp.yaml")
+	first := testcollector.Start(t, preset, testcollector.Options{Env: env})
+	sent := runJob(t, mixedJob(first, "run-outage", 4, 3))
+	waitFor(t, deliveryTimeout, "the exporter to retry against the down backend", func() bool { return sink.Refused() >= 3 })
+	first.Stop()
+	if n := sink.Count(otlpsink.Traces); n != 0 {
+		t.Fatalf("%d spans were accepted while the backend was down", n)
+	}
+
+	down.Store(false)
+	second := testcollector.Start(t, preset, testcollector.Options{Env: env})
+	waitFor(t, deliveryTimeout, "the queued spans after the restart", func() bool {
+		return distinctSpans(sink) == int(sent.Spans)
+	})
+	second.Stop()
+	t.Logf("acknowledged %s; after recovery the backend holds %d distinct spans in %d span deliveries (%d requests refused during the outage)",
+		describe(sent), distinctSpans(sink), sink.Count(otlpsink.Traces), sink.Refused())
+	if got := sink.Count(otlpsink.Metrics); got < int(sent.DataPoints) {
+		t.Errorf("metrics: %d data points arrived, %d acknowledged", got, sent.DataPoints)
+	}
+	if got := sink.Count(otlpsink.Logs); got < int(sent.LogRecords) {
+		t.Errorf("logs: %d records arrived, %d acknowledged", got, sent.LogRecords)
+	}
+}
+
+func distinctSpans(s *otlpsink.Sink) int {
+	type id struct {
+		trace pcommon.TraceID
+		span  pcommon.SpanID
+	}
+	seen := map[id]bool{}
+	for _, r := range s.Requests() {
+		if r.Signal != otlpsink.Traces {
+			continue
+		}
+		for i := 0; i < r.Traces.ResourceSpans().Len(); i++ {
+			ss := r.Traces.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				spans := ss.At(j).Spans()
+				for k := 0; k < spans.Len(); k++ {
+					seen[id{spans.At(k).TraceID(), spans.At(k).SpanID()}] = true
+				}
+			}
+		}
+	}
+	return len(seen)
+}

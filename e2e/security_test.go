@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+// testPKI writes a CA and a server certificate for 127.0.0.1 into dir and
+// returns the paths and a client TLS config trusting the CA.
+func testPKI(t *testing.T, dir string) (certFile, keyFile string, client *tls.Config) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "otelcol-nemo test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	writePEM(t, certFile, "CERTIFICATE", srvDER)
+	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return certFile, keyFile, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSecurePresetRefusesWithoutToken: with TLS and a bearer token on the
+// receivers, a client without the token (or without TLS) is refused over
+// both protocols, and a client with it is accepted.
+func TestSecurePresetRefusesWithoutToken(t *testing.T) {
+	const token = "e2e-bearer-token-9f8e7d"
+	certFile, keyFile, clientTLS := testPKI(t, t.TempDir())
+	env := testEnv(t)
+	env["OTLP_TLS_CERT_FILE"] = certFile
+	env["OTLP_TLS_KEY_FILE"] = keyFile
+	env["OTLP_BEARER_TOKEN"] = token
+	c := testcollector.Start(t, testcollector.Config(t, "secure.yaml"), testcollector.Options{Env: env})
+
+	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+	defer cancel()
+	for _, proto := range []struct{ name, endpoint string }{{lensemu.GRPC, c.GRPCEndpoint()}, {lensemu.HTTP, c.HTTPEndpoint()}} {
+		base := lensemu.Rank{Endpoint: proto.endpoint, Protocol: proto.name, RunID: "run-secure", WorldSize: 1, Steps: 1, NoLogs: true, NoMetrics: true}
+
+		noToken := base
+		noToken.TLS = clientTLS
+		if res, err := noToken.Run(ctx); err == nil || res.Spans != 0 {
+			t.Errorf("%s without a token: accepted %d spans (err %v)", proto.name, res.Spans, err)
+		}
+		wrongToken := noToken
+		wrongToken.Headers = map[string]string{"Authorization": "Bearer not-the-token"}
+		if res, err := wrongToken.Run(ctx); err == nil || res.Spans != 0 {
+			t.Errorf("%s with a wrong token: accepted %d spans (err %v)", proto.name, res.Spans, err)
+		}
+		plaintext := base
+		plaintext.Headers = map[string]string{"Authorization": "Bearer " + token}
+		if res, err := plaintext.Run(ctx); err == nil || res.Spans != 0 {
+			t.Errorf("%s without TLS: accepted %d spans (err %v)", proto.name, res.Spans, err)
+		}
+		good := plaintext
+		good.TLS = clientTLS
+		res, err := good.Run(ctx)
+		if err != nil || res.Spans == 0 {
+			t.Errorf("%s with TLS and the token: %d spans, err %v", proto.name, res.Spans, err)
+		}
+	}
+	c.Stop()
+	if strings.Contains(c.Logs(), token) {
+		t.Error("the collector logged the bearer token")
+	}
+}
