@@ -39,6 +39,7 @@ build: $(BINARY) ## Build _build/otelcol-nemo with ocb (incremental: no-op when 
 
 .PHONY: run
 run: $(BINARY) ## Build and run the collector on the default preset (CONFIG=configs/file.yaml)
+	@mkdir -p "$${NEMO_TELEMETRY_DIR:-./telemetry}"
 	$(BINARY) --config=$(CONFIG)
 
 .PHONY: test

@@ -26,7 +26,7 @@ func TestFilePresetKeepsEverySignal(t *testing.T) {
 		t.Fatalf("acknowledged %s, found %s in the files", describe(sent), describe(got.Result))
 	}
 	for rank := 0; rank < 8; rank++ {
-		if got.SpansByRank[int64(rank)] == 0 {
+		if got.ByRank[int64(rank)].Spans == 0 {
 			t.Errorf("no span from rank %d in the output", rank)
 		}
 	}

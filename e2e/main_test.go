@@ -16,13 +16,16 @@ import (
 )
 
 // jobTimeout bounds every emulated job.
-const jobTimeout = 2 * time.Minute
+const jobTimeout = 4 * time.Minute
 
 // testEnv holds a value for every environment variable any preset requires,
 // so that every preset can be validated and started without a real backend.
 func testEnv(t *testing.T) map[string]string {
 	return map[string]string{
-		"NEMO_TELEMETRY_DIR":          t.TempDir(),
+		"NEMO_TELEMETRY_DIR": t.TempDir(),
+		// Tests that count every item keep every rank; the rank_strategy
+		// tests set their own strategy.
+		"NEMO_RANK_STRATEGY":          "all_ranks",
 		"NEMO_QUEUE_DIR":              t.TempDir(),
 		"HONEYCOMB_API_KEY":           "test-honeycomb-key-0123456789abcdef",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
@@ -57,18 +60,28 @@ func mixedJob(c *testcollector.Collector, runID string, worldSize, steps int) []
 	return ranks
 }
 
+// runJob runs the ranks and returns the total the collector acknowledged.
 func runJob(t *testing.T, ranks []lensemu.Rank) lensemu.Result {
+	t.Helper()
+	return lensemu.Sum(runJobByRank(t, ranks))
+}
+
+// runJobByRank runs the ranks and returns what the collector acknowledged
+// from each, failing the test on any export error.
+func runJobByRank(t *testing.T, ranks []lensemu.Rank) []lensemu.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
 	defer cancel()
-	res, err := lensemu.Job(ctx, ranks)
+	results, err := lensemu.Job(ctx, ranks)
 	if err != nil {
 		t.Fatalf("emulated job: %v", err)
 	}
-	if res.Spans == 0 || res.DataPoints == 0 || res.LogRecords == 0 {
-		t.Fatalf("emulated job sent nothing of some signal: %+v", res)
+	for i, res := range results {
+		if res.Spans == 0 || (res.DataPoints == 0 && !ranks[i].NoMetrics) || (res.LogRecords == 0 && !ranks[i].NoLogs) {
+			t.Fatalf("rank %d sent nothing of some signal: %+v", ranks[i].Rank, res)
+		}
 	}
-	return res
+	return results
 }
 
 // waitFor polls cond every 100ms until it holds or timeout passes.

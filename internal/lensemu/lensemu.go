@@ -468,27 +468,37 @@ func (c *countingLogs) Export(ctx context.Context, records []sdklog.Record) erro
 	return err
 }
 
-// Job runs ranks concurrently and sums what was acknowledged.
-func Job(ctx context.Context, ranks []Rank) (Result, error) {
+// Job runs ranks concurrently and returns what the collector acknowledged
+// from each, in the order of ranks.
+func Job(ctx context.Context, ranks []Rank) ([]Result, error) {
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		total Result
-		errs  []error
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
 	)
-	for _, r := range ranks {
+	results := make([]Result, len(ranks))
+	for i, r := range ranks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			res, err := r.Run(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			total = total.Add(res)
+			results[i] = res
 			if err != nil {
+				mu.Lock()
 				errs = append(errs, fmt.Errorf("rank %d: %w", r.Rank, err))
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return total, errors.Join(errs...)
+	return results, errors.Join(errs...)
+}
+
+// Sum adds results up.
+func Sum(results []Result) Result {
+	var total Result
+	for _, r := range results {
+		total = total.Add(r)
+	}
+	return total
 }

@@ -1,0 +1,118 @@
+package nemorunprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"go.opentelemetry.io/collector/component"
+)
+
+// Config configures the nemo_run processor.
+type Config struct {
+	// Override replaces every sender's nemo.run.id with the collector's own id
+	// (the first of run_id_env set in the collector's environment, else
+	// run_id). Meant for a collector run as a per-job sidecar that knows its
+	// job's id; the collector refuses to start if it has no such id.
+	Override bool `mapstructure:"override"`
+
+	// JobKeys lists sets of resource attribute keys that identify one training
+	// job; the first set whose keys are all present (string or int, not
+	// blank) wins. The run id is derived from that set's values: a one-key
+	// set gives the value itself, a larger set a 12-hex hash (see README).
+	// An empty list turns derivation and reconciliation off.
+	JobKeys [][]string `mapstructure:"job_keys"`
+
+	// PerProcessIDPattern matches the run ids a sender mints per process when
+	// it has no job-wide id (NeMo Lens: 12 lowercase hex). When job keys are
+	// present, a sender's id that matches it (and equals none of the job key
+	// values) is reconciled to the job-derived id; any other id is treated as
+	// an explicitly set job-wide id and kept. Empty: every sender id is kept.
+	PerProcessIDPattern string `mapstructure:"per_process_id_pattern"`
+
+	// RunIDEnv lists the collector's environment variables that give a run id,
+	// first non-blank wins. Used to fill a missing id (after job keys), or for
+	// every resource with override. Set to [] on a shared gateway that may
+	// itself run inside a SLURM allocation.
+	RunIDEnv []string `mapstructure:"run_id_env"`
+
+	// RunID is a static run id, used after job keys and run_id_env.
+	RunID string `mapstructure:"run_id"`
+
+	// WandbEntity is inserted as wandb.entity when a resource has none;
+	// if empty, the collector's WANDB_ENTITY is used.
+	WandbEntity string `mapstructure:"wandb_entity"`
+
+	// WandbProject is inserted as wandb.project when a resource has none;
+	// if empty, the collector's WANDB_PROJECT is used.
+	WandbProject string `mapstructure:"wandb_project"`
+
+	// CanonicalRanks writes a typed int copy of a valid rank, world size and
+	// local rank (read from nv.dl.* or dl.*, int or decimal string) as
+	// nemo.rank, nemo.world_size and nemo.local_rank.
+	CanonicalRanks bool `mapstructure:"canonical_ranks"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+var _ component.Config = (*Config)(nil)
+
+// Validate checks the configuration.
+func (cfg *Config) Validate() error {
+	var errs []error
+	for i, set := range cfg.JobKeys {
+		if len(set) == 0 {
+			errs = append(errs, fmt.Errorf("job_keys[%d] must list at least one attribute key", i))
+			continue
+		}
+		if len(set) > maxJobKeys {
+			errs = append(errs, fmt.Errorf("job_keys[%d] lists %d keys, at most %d are allowed", i, len(set), maxJobKeys))
+		}
+		seen := make(map[string]bool, len(set))
+		for j, key := range set {
+			switch {
+			case strings.TrimSpace(key) == "":
+				errs = append(errs, fmt.Errorf("job_keys[%d][%d] must not be empty", i, j))
+			case isWrittenKey(key):
+				errs = append(errs, fmt.Errorf("job_keys[%d][%d] must not be %q, an attribute this processor writes", i, j, key))
+			case seen[key]:
+				errs = append(errs, fmt.Errorf("job_keys[%d] lists %q twice", i, key))
+			}
+			seen[key] = true
+		}
+	}
+	if _, err := regexp.Compile(cfg.PerProcessIDPattern); err != nil {
+		errs = append(errs, fmt.Errorf("per_process_id_pattern is not a valid regular expression: %w", err))
+	}
+	for i, name := range cfg.RunIDEnv {
+		if strings.TrimSpace(name) == "" || strings.ContainsAny(name, "= \t") {
+			errs = append(errs, fmt.Errorf("run_id_env[%d] must be an environment variable name, got %q", i, name))
+		}
+	}
+	if cfg.RunID != "" && strings.TrimSpace(cfg.RunID) != cfg.RunID {
+		errs = append(errs, fmt.Errorf("run_id must not be blank or have surrounding spaces, got %q", cfg.RunID))
+	}
+	if cfg.Override && cfg.RunID == "" && len(cfg.RunIDEnv) == 0 {
+		errs = append(errs, errors.New("override needs run_id or run_id_env to say which id wins"))
+	}
+	for _, f := range []struct{ key, value string }{{"wandb_entity", cfg.WandbEntity}, {"wandb_project", cfg.WandbProject}} {
+		if strings.ContainsAny(f.value, "/:") {
+			errs = append(errs, fmt.Errorf("%s must be a bare W&B name without '/' or ':', got %q", f.key, f.value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		JobKeys: [][]string{
+			{"slurm.job.id"},
+			{"nv.dl.job.uuid"},
+			{"k8s.namespace.name", "k8s.job.name"},
+		},
+		PerProcessIDPattern: `^[0-9a-f]{12}$`,
+		RunIDEnv:            []string{"NEMO_LENS_RUN_ID", "MEGATRON_OTEL_RUN_ID", "SLURM_JOB_ID"},
+	}
+}

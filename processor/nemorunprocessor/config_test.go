@@ -1,0 +1,112 @@
+package nemorunprocessor
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
+)
+
+func TestLoadConfig(t *testing.T) {
+	tests := []struct {
+		id      component.ID
+		want    func() *Config
+		wantErr string
+	}{
+		{id: component.NewID(metadata.Type), want: func() *Config { return createDefaultConfig().(*Config) }},
+		{
+			id: component.NewIDWithName(metadata.Type, "full"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.JobKeys = [][]string{{"slurm.cluster.name", "slurm.job.id"}, {"k8s.namespace.name", "k8s.job.name"}}
+				c.RunIDEnv = []string{"NEMO_LENS_RUN_ID"}
+				c.RunID = "llama3-70b-pretrain"
+				c.WandbEntity = "nvidia-research"
+				c.WandbProject = "llama3"
+				c.CanonicalRanks = true
+				return c
+			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "sidecar"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Override = true
+				c.RunIDEnv = []string{"NEMO_LENS_RUN_ID", "SLURM_JOB_ID"}
+				c.JobKeys = [][]string{}
+				return c
+			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "trust_senders"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.PerProcessIDPattern = ""
+				return c
+			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "launch_sidecar"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Override = true
+				c.RunIDEnv = []string{"LAUNCH_ID"}
+				return c
+			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "k8s_reruns"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.JobKeys = [][]string{{"k8s.namespace.name", "k8s.job.name", "k8s.job.uid"}}
+				return c
+			},
+		},
+		{id: component.NewIDWithName(metadata.Type, "empty_set"), wantErr: "job_keys[1] must list at least one attribute key"},
+		{id: component.NewIDWithName(metadata.Type, "empty_key"), wantErr: "job_keys[0][1] must not be empty"},
+		{id: component.NewIDWithName(metadata.Type, "written_key"), wantErr: `job_keys[0][0] must not be "nemo.run.id", an attribute this processor writes`},
+		{id: component.NewIDWithName(metadata.Type, "duplicate_key"), wantErr: `job_keys[0] lists "k8s.job.name" twice`},
+		{id: component.NewIDWithName(metadata.Type, "too_many_keys"), wantErr: "job_keys[0] lists 9 keys, at most 8 are allowed"},
+		{id: component.NewIDWithName(metadata.Type, "bad_pattern"), wantErr: "per_process_id_pattern is not a valid regular expression"},
+		{id: component.NewIDWithName(metadata.Type, "bad_env"), wantErr: `run_id_env[1] must be an environment variable name, got "SLURM JOB ID"`},
+		{id: component.NewIDWithName(metadata.Type, "blank_run_id"), wantErr: `run_id must not be blank or have surrounding spaces, got "  "`},
+		{id: component.NewIDWithName(metadata.Type, "override_without_id"), wantErr: "override needs run_id or run_id_env"},
+		{id: component.NewIDWithName(metadata.Type, "bad_wandb"), wantErr: `wandb_entity must be a bare W&B name without '/' or ':', got "nvidia/research"`},
+	}
+
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+
+			err = confmap.Validate(cfg)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want(), cfg)
+		})
+	}
+}
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, cfg.Validate())
+	assert.Equal(t, [][]string{{"slurm.job.id"}, {"nv.dl.job.uuid"}, {"k8s.namespace.name", "k8s.job.name"}}, cfg.JobKeys)
+	assert.Equal(t, []string{"NEMO_LENS_RUN_ID", "MEGATRON_OTEL_RUN_ID", "SLURM_JOB_ID"}, cfg.RunIDEnv)
+	assert.Equal(t, `^[0-9a-f]{12}$`, cfg.PerProcessIDPattern)
+	assert.False(t, cfg.Override)
+	assert.False(t, cfg.CanonicalRanks)
+}

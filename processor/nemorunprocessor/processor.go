@@ -1,0 +1,315 @@
+package nemorunprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor"
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
+)
+
+// Resource attributes this processor reads and writes. Every written key is
+// chosen so that it is neither a dotted prefix of another key a rank sends nor
+// has one (Weave expands dotted keys into nested objects and rejects a span
+// carrying both `k` and `k.x`): hence `nemo.original_run_id` and
+// `nemo.run_id_source`, never `nemo.run.id.<x>`.
+const (
+	attrRunID         = "nemo.run.id"
+	attrOriginalRunID = "nemo.original_run_id"
+	attrRunIDSource   = "nemo.run_id_source"
+	attrRank          = "nemo.rank"
+	attrWorldSize     = "nemo.world_size"
+	attrLocalRank     = "nemo.local_rank"
+	attrWandbEntity   = "wandb.entity"
+	attrWandbProject  = "wandb.project"
+)
+
+// Values of nemo.run_id_source. It is written only when this processor set
+// or replaced nemo.run.id; a resource without it carries its sender's id.
+const (
+	sourceJobKeys   = "job_keys"
+	sourceEnv       = "env"
+	sourceStatic    = "static"
+	sourceGenerated = "generated"
+)
+
+// Collector environment variables consulted for the W&B identity when the
+// config leaves it empty.
+const (
+	envWandbEntity  = "WANDB_ENTITY"
+	envWandbProject = "WANDB_PROJECT"
+)
+
+var writtenKeys = []string{
+	attrRunID, attrOriginalRunID, attrRunIDSource,
+	attrRank, attrWorldSize, attrLocalRank,
+	attrWandbEntity, attrWandbProject,
+}
+
+func isWrittenKey(key string) bool {
+	for _, k := range writtenKeys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// outcome is what happened to one resource's nemo.run.id.
+type outcome int
+
+const (
+	outcomeKept outcome = iota
+	outcomeDerived
+	outcomeReconciled
+	outcomeOverridden
+	outcomeEnv
+	outcomeStatic
+	outcomeGenerated
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"kept", "derived", "reconciled", "overridden", "env", "static", "generated"}
+
+// rankField indexes the three rank attributes.
+type rankField int
+
+const (
+	fieldRank rankField = iota
+	fieldWorldSize
+	fieldLocalRank
+	numRankFields
+)
+
+var (
+	rankFieldNames = [numRankFields]string{"rank", "world_size", "local_rank"}
+	rankFieldKeys  = [numRankFields][]string{rankattr.DefaultRankKeys, rankattr.DefaultWorldSizeKeys, rankattr.DefaultLocalRankKeys}
+	canonicalKeys  = [numRankFields]string{attrRank, attrWorldSize, attrLocalRank}
+)
+
+// tally counts what one batch did; it is flushed to the internal metrics once
+// per batch so that the per-resource work stays allocation-free.
+type tally struct {
+	resources int64
+	ids       [numOutcomes]int64
+	invalid   [numRankFields]int64
+}
+
+type runProcessor struct {
+	logger *zap.Logger
+
+	override   bool
+	jobKeys    [][]string
+	perProcess *regexp.Regexp // nil: every sender id is taken as job-wide
+
+	// Candidate ids resolved once at creation; empty when not available.
+	envID       string
+	staticID    string
+	generatedID string
+	// collectorID/collectorOutcome: the id override mode writes.
+	collectorID      string
+	collectorOutcome outcome
+
+	wandbEntity    string
+	wandbProject   string
+	canonicalRanks bool
+
+	telemetry     *metadata.TelemetryBuilder
+	resourcesOpts []metric.AddOption
+	idsOpts       [numOutcomes][]metric.AddOption
+	invalidOpts   [numRankFields][]metric.AddOption
+}
+
+// newRunProcessor builds the processor for one signal. lookupEnv reads the
+// collector's environment (os.LookupEnv in production); generatedID is the
+// id generated once per collector start.
+func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupEnv func(string) (string, bool), generatedID string) (*runProcessor, error) {
+	p := &runProcessor{
+		logger:         set.Logger,
+		override:       cfg.Override,
+		jobKeys:        cfg.JobKeys,
+		staticID:       cfg.RunID,
+		generatedID:    generatedID,
+		wandbEntity:    cfg.WandbEntity,
+		wandbProject:   cfg.WandbProject,
+		canonicalRanks: cfg.CanonicalRanks,
+	}
+	if cfg.PerProcessIDPattern != "" {
+		re, err := regexp.Compile(cfg.PerProcessIDPattern)
+		if err != nil {
+			return nil, fmt.Errorf("compile per_process_id_pattern: %w", err)
+		}
+		p.perProcess = re
+	}
+
+	envName := ""
+	for _, name := range cfg.RunIDEnv {
+		if v, ok := lookupEnv(name); ok && strings.TrimSpace(v) != "" {
+			p.envID, envName = strings.TrimSpace(v), name
+			break
+		}
+	}
+	if p.wandbEntity == "" {
+		p.wandbEntity = envValue(lookupEnv, envWandbEntity)
+	}
+	if p.wandbProject == "" {
+		p.wandbProject = envValue(lookupEnv, envWandbProject)
+	}
+
+	if p.override {
+		switch {
+		case p.envID != "":
+			p.collectorID, p.collectorOutcome = p.envID, outcomeEnv
+		case p.staticID != "":
+			p.collectorID, p.collectorOutcome = p.staticID, outcomeStatic
+		default:
+			return nil, fmt.Errorf("override is true but the collector has no run id of its own: run_id is empty and none of [%s] is set in its environment",
+				strings.Join(cfg.RunIDEnv, ", "))
+		}
+		p.logger.Info("Replacing every sender's run id", zap.String("run_id", p.collectorID), zap.String("from", collectorIDOrigin(p.collectorOutcome, envName)))
+	} else {
+		p.logger.Debug("Run ids for resources without one, after job keys",
+			zap.String("env", p.envID), zap.String("env_var", envName),
+			zap.String("static", p.staticID), zap.String("generated", p.generatedID))
+	}
+
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("create internal metrics: %w", err)
+	}
+	p.telemetry = tb
+	signalAttr := attribute.String("otel.signal", signal)
+	p.resourcesOpts = addOptions(signalAttr)
+	for o := range numOutcomes {
+		p.idsOpts[o] = addOptions(signalAttr, attribute.String("outcome", outcomeNames[o]))
+	}
+	for f := range numRankFields {
+		p.invalidOpts[f] = addOptions(signalAttr, attribute.String("rank_attribute", rankFieldNames[f]))
+	}
+	return p, nil
+}
+
+func addOptions(kvs ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
+}
+
+func envValue(lookupEnv func(string) (string, bool), name string) string {
+	v, _ := lookupEnv(name)
+	return strings.TrimSpace(v)
+}
+
+func collectorIDOrigin(o outcome, envName string) string {
+	if o == outcomeEnv {
+		return envName
+	}
+	return "run_id"
+}
+
+func (p *runProcessor) shutdown(context.Context) error {
+	p.telemetry.Shutdown()
+	return nil
+}
+
+func (p *runProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	var t tally
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		p.processResource(rss.At(i).Resource().Attributes(), &t)
+	}
+	p.record(ctx, &t)
+	return td, nil
+}
+
+func (p *runProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	var t tally
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		p.processResource(rms.At(i).Resource().Attributes(), &t)
+	}
+	p.record(ctx, &t)
+	return md, nil
+}
+
+func (p *runProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
+	var t tally
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		p.processResource(rls.At(i).Resource().Attributes(), &t)
+	}
+	p.record(ctx, &t)
+	return ld, nil
+}
+
+// processResource brings one resource's identity attributes in line. It does
+// not allocate when the resource already carries everything it needs.
+func (p *runProcessor) processResource(attrs pcommon.Map, t *tally) {
+	t.resources++
+	p.checkRanks(attrs, t)
+	insertIfMissing(attrs, attrWandbEntity, p.wandbEntity)
+	insertIfMissing(attrs, attrWandbProject, p.wandbProject)
+	t.ids[p.assignRunID(attrs)]++
+}
+
+// checkRanks counts rank attributes that are present but unusable (they are
+// left untouched) and, if configured, writes a typed copy of the valid ones.
+func (p *runProcessor) checkRanks(attrs pcommon.Map, t *tally) {
+	for f := range numRankFields {
+		n, _, status := rankattr.Lookup(attrs, rankFieldKeys[f])
+		switch status {
+		case rankattr.Invalid:
+			t.invalid[f]++
+		case rankattr.Valid:
+			if p.canonicalRanks {
+				putIntIfDifferent(attrs, canonicalKeys[f], n)
+			}
+		}
+	}
+}
+
+func putIntIfDifferent(attrs pcommon.Map, key string, n int64) {
+	if v, ok := attrs.Get(key); ok && v.Type() == pcommon.ValueTypeInt && v.Int() == n {
+		return
+	}
+	attrs.PutInt(key, n)
+}
+
+// insertIfMissing sets key to value when the resource has no such attribute
+// or an empty string (which Weave treats as no project: it drops the span).
+// Any other existing value is never overwritten.
+func insertIfMissing(attrs pcommon.Map, key, value string) {
+	if value == "" {
+		return
+	}
+	if v, ok := attrs.Get(key); ok && (v.Type() != pcommon.ValueTypeStr || v.Str() != "") {
+		return
+	}
+	attrs.PutStr(key, value)
+}
+
+func (p *runProcessor) record(ctx context.Context, t *tally) {
+	if t.resources == 0 {
+		return
+	}
+	p.telemetry.ProcessorNemoRunResources.Add(ctx, t.resources, p.resourcesOpts...)
+	for o, n := range t.ids {
+		if n > 0 {
+			p.telemetry.ProcessorNemoRunIds.Add(ctx, n, p.idsOpts[o]...)
+		}
+	}
+	for f, n := range t.invalid {
+		if n > 0 {
+			p.telemetry.ProcessorNemoRunInvalidRanks.Add(ctx, n, p.invalidOpts[f]...)
+		}
+	}
+}

@@ -1,0 +1,261 @@
+package nemorunprocessor
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
+)
+
+// lensResource is the resource of one Megatron rank on Kubernetes as NeMo
+// Lens sends it (REFERENCE.md §1), with runID as its nemo.run.id ("" for none).
+func lensResource(runID string, rank int) map[string]any {
+	m := map[string]any{
+		"service.name":              "megatron",
+		"service.instance.id":       fmt.Sprintf("%s-rank%d", runID, rank),
+		"deployment.environment":    "prod",
+		"wandb.entity":              "nv-research",
+		"wandb.project":             "llama3",
+		"nv.dl.rank":                int64(rank),
+		"nv.dl.world_size":          int64(64),
+		"nv.dl.local_rank":          int64(rank % 8),
+		"dl.tensor_parallel.size":   int64(8),
+		"dl.pipeline_parallel.size": int64(2),
+		"dl.data_parallel.size":     int64(4),
+		"k8s.namespace.name":        "ml-training",
+		"k8s.job.name":              "llama3-70b-pretrain",
+		"k8s.pod.name":              fmt.Sprintf("llama3-70b-pretrain-%d-x7k2p", rank),
+		"k8s.node.name":             "dgx-a100-017",
+		"host.name":                 "dgx-a100-017",
+		"process.pid":               int64(4242 + rank),
+		"host.gpu.count":            int64(8),
+	}
+	if runID != "" {
+		m["nemo.run.id"] = runID
+	}
+	return m
+}
+
+type benchCase struct {
+	name      string
+	configure func(*Config)
+	env       fakeEnv
+	runID     string // the sender's id; "" for none
+	// derived: the sender's id is the job-derived id already (a second tier).
+	derived bool
+	drop    []string
+	want    outcome
+}
+
+var benchCases = []benchCase{
+	{name: "keep/explicit_id", runID: "llama3-70b-run7", want: outcomeKept},
+	{name: "keep/already_reconciled", derived: true, want: outcomeKept},
+	{name: "reconcile/per_process_id", runID: "a1b2c3d4e5f6", want: outcomeReconciled},
+	{name: "derive/missing_id", want: outcomeDerived},
+	{name: "fill/env", env: fakeEnv{"NEMO_LENS_RUN_ID": "exp-1"}, drop: []string{"k8s.job.name"}, want: outcomeEnv},
+	{name: "fill/generated", drop: []string{"k8s.job.name"}, want: outcomeGenerated},
+}
+
+func (bc benchCase) resource(b *testing.B, rank int) map[string]any {
+	raw := lensResource(bc.runID, rank)
+	if bc.derived {
+		raw[attrRunID] = derivedRunID(b, resourceAttrs(b, raw), []string{"k8s.namespace.name", "k8s.job.name"})
+	}
+	for _, k := range bc.drop {
+		delete(raw, k)
+	}
+	return raw
+}
+
+// BenchmarkProcessResource measures the work per resource. Resources are
+// fresh copies (exact capacity, as decoded from OTLP) so that writes pay
+// their real cost; copying happens with the timer stopped.
+func BenchmarkProcessResource(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(bc.name, func(b *testing.B) {
+			p := newTestProcessor(b, bc.configure, bc.env)
+			template := resourceAttrs(b, bc.resource(b, 3))
+			var tl tally
+			b.ReportAllocs()
+			if bc.want == outcomeKept {
+				// Nothing is written (TestKeptRunIDDoesNotAllocate), so one
+				// resource can be processed again and again.
+				for b.Loop() {
+					p.processResource(template, &tl)
+				}
+				require.Equal(b, tl.resources, tl.ids[outcomeKept])
+				return
+			}
+			const chunk = 1024
+			fresh := make([]pcommon.Map, chunk)
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				b.StopTimer()
+				n := min(chunk, b.N-done)
+				for i := range n {
+					fresh[i] = pcommon.NewMap()
+					template.CopyTo(fresh[i])
+				}
+				b.StartTimer()
+				for i := range n {
+					p.processResource(fresh[i], &tl)
+				}
+				done += n
+			}
+			b.StopTimer()
+			require.Equal(b, int64(b.N), tl.ids[bc.want], "every resource took the %s path", outcomeNames[bc.want])
+		})
+	}
+}
+
+// pipelineShapes are the batch shapes the pipeline benchmarks use.
+var pipelineShapes = []struct {
+	name             string
+	resources, spans int
+}{
+	{"1x512", 1, 512}, // one rank's BatchSpanProcessor export
+	{"64x8", 64, 8},   // a gateway batch of many small rank exports: the worst case
+}
+
+// otlpPayload encodes a batch of resources x spans Megatron train steps.
+func otlpPayload(b *testing.B, bc benchCase, resources, spans int) []byte {
+	td := ptrace.NewTraces()
+	for r := range resources {
+		rs := td.ResourceSpans().AppendEmpty()
+		require.NoError(b, rs.Resource().Attributes().FromRaw(bc.resource(b, r)))
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("megatron")
+		for s := range spans {
+			span := ss.Spans().AppendEmpty()
+			span.SetName("megatron.train_step")
+			span.SetTraceID([16]byte{1, byte(r), byte(s)})
+			span.SetSpanID([8]byte{2, byte(r), byte(s)})
+			span.SetStartTimestamp(1_700_000_000_000_000_000)
+			span.SetEndTimestamp(1_700_000_000_250_000_000)
+			span.Attributes().PutInt("megatron.iteration", int64(s))
+			span.Attributes().PutDouble("megatron.loss", 2.5)
+			span.Attributes().PutDouble("megatron.grad_norm", 1.25)
+		}
+	}
+	payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	require.NoError(b, err)
+	return payload
+}
+
+func passThrough(_ context.Context, td ptrace.Traces) (ptrace.Traces, error) { return td, nil }
+
+// pipeline is a minimal receive -> process -> export path: it decodes an
+// OTLP request, runs it through a processorhelper processor (pass-through or
+// nemo_run) and encodes the result, as an OTLP exporter would.
+type pipeline struct {
+	proc        processor.Traces
+	unmarshaler ptrace.ProtoUnmarshaler
+}
+
+func newPipeline(b *testing.B, bc benchCase, withNemoRun bool) *pipeline {
+	var marshaler ptrace.ProtoMarshaler
+	exporter, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
+		_, err := marshaler.MarshalTraces(td)
+		return err
+	})
+	require.NoError(b, err)
+	set := processortest.NewNopSettings(metadata.Type)
+	var proc processor.Traces
+	if withNemoRun {
+		proc, err = newFactory(bc.env.lookup).CreateTraces(b.Context(), set, createDefaultConfig(), exporter)
+	} else {
+		proc, err = processorhelper.NewTraces(b.Context(), set, createDefaultConfig(), exporter, passThrough,
+			processorhelper.WithCapabilities(processorCapabilities))
+	}
+	require.NoError(b, err)
+	require.NoError(b, proc.Start(b.Context(), componenttest.NewNopHost()))
+	b.Cleanup(func() { require.NoError(b, proc.Shutdown(context.Background())) })
+	return &pipeline{proc: proc}
+}
+
+func (p *pipeline) run(b *testing.B, payload []byte) {
+	batch, err := p.unmarshaler.UnmarshalTraces(payload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.proc.ConsumeTraces(b.Context(), batch); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPipeline runs the same OTLP batches through the pipeline with a
+// pass-through processor (baseline) and with nemo_run, as sibling
+// sub-benchmarks: compare their ns/op and allocs/op.
+func BenchmarkPipeline(b *testing.B) {
+	for _, bc := range benchCases[:4] {
+		for _, shape := range pipelineShapes {
+			payload := otlpPayload(b, bc, shape.resources, shape.spans)
+			for _, variant := range []string{"passthrough", "nemo_run"} {
+				b.Run(fmt.Sprintf("%s/%s/%s", bc.name, shape.name, variant), func(b *testing.B) {
+					p := newPipeline(b, bc, variant == "nemo_run")
+					b.ReportAllocs()
+					b.SetBytes(int64(len(payload)))
+					for b.Loop() {
+						p.run(b, payload)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*shape.resources*shape.spans), "ns/span")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkPipelineOverhead measures nemo_run's share of a pass-through
+// pipeline directly. Batch by batch, it runs the pass-through pipeline, then
+// decodes the same request again and times nemo_run's processing of it alone
+// (with real internal-metrics instruments). Both therefore see the same
+// machine load, and the ratio does not drown in the noise of two separate
+// end-to-end timings. Adding nemo_run to a pipeline adds exactly this work:
+// the processorhelper hop it runs in is already in the baseline.
+func BenchmarkPipelineOverhead(b *testing.B) {
+	for _, bc := range benchCases[:4] {
+		for _, shape := range pipelineShapes {
+			payload := otlpPayload(b, bc, shape.resources, shape.spans)
+			b.Run(bc.name+"/"+shape.name, func(b *testing.B) {
+				base := newPipeline(b, bc, false)
+				tel := componenttest.NewTelemetry()
+				b.Cleanup(func() { require.NoError(b, tel.Shutdown(context.Background())) })
+				set := processortest.NewNopSettings(metadata.Type)
+				set.TelemetrySettings = tel.NewTelemetrySettings()
+				run, err := newRunProcessor(set, createDefaultConfig().(*Config), "traces", bc.env.lookup, testGenerated)
+				require.NoError(b, err)
+
+				var baseNs, runNs time.Duration
+				for b.Loop() {
+					start := time.Now()
+					base.run(b, payload)
+					baseNs += time.Since(start)
+
+					batch, err := base.unmarshaler.UnmarshalTraces(payload)
+					if err != nil {
+						b.Fatal(err)
+					}
+					start = time.Now()
+					if _, err := run.processTraces(b.Context(), batch); err != nil {
+						b.Fatal(err)
+					}
+					runNs += time.Since(start)
+				}
+				b.ReportMetric(float64(baseNs.Nanoseconds())/float64(b.N), "passthrough-ns/batch")
+				b.ReportMetric(float64(runNs.Nanoseconds())/float64(b.N), "nemo_run-ns/batch")
+				b.ReportMetric(100*float64(runNs)/float64(baseNs), "overhead-%")
+			})
+		}
+	}
+}

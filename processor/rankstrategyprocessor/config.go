@@ -1,0 +1,302 @@
+package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+// Strategy names a rule for choosing which ranks' telemetry is kept. The names
+// are the values NeMo Lens accepted in NEMO_LENS_EXPORT_STRATEGY, plus "ranks".
+type Strategy string
+
+const (
+	// StrategySingleRank keeps one rank per run and group (export_rank).
+	StrategySingleRank Strategy = "single_rank"
+	// StrategyAllRanks keeps every rank.
+	StrategyAllRanks Strategy = "all_ranks"
+	// StrategySampled keeps a deterministic md5-based fraction of ranks (sample_rate).
+	StrategySampled Strategy = "sampled"
+	// StrategyFirstRankPerNode keeps ranks whose local rank is 0.
+	StrategyFirstRankPerNode Strategy = "first_rank_per_node"
+	// StrategyRanks keeps an explicit list of ranks and ranges (ranks).
+	StrategyRanks Strategy = "ranks"
+)
+
+var strategies = []Strategy{StrategySingleRank, StrategyAllRanks, StrategySampled, StrategyFirstRankPerNode, StrategyRanks}
+
+// MissingRankAction says what happens to a resource the strategy cannot place.
+type MissingRankAction string
+
+const (
+	// MissingRankKeep passes resources without a usable rank through.
+	MissingRankKeep MissingRankAction = "keep"
+	// MissingRankDrop drops resources without a usable rank.
+	MissingRankDrop MissingRankAction = "drop"
+)
+
+// Config configures the rank_strategy processor.
+type Config struct {
+	// Strategy selects which ranks are kept: single_rank, all_ranks, sampled,
+	// first_rank_per_node or ranks.
+	Strategy Strategy `mapstructure:"strategy"`
+
+	// ExportRank is the rank single_rank keeps in every run and group. -1
+	// means the last rank, world size - 1, read from the world-size attribute.
+	ExportRank int64 `mapstructure:"export_rank"`
+
+	// SampleRate is the fraction of ranks sampled keeps, in [0,1]. Rank r is
+	// kept when int(md5(str(r)).hexdigest(), 16) % 10000 / 10000.0 < SampleRate.
+	SampleRate float64 `mapstructure:"sample_rate"`
+
+	// Ranks is the list the ranks strategy keeps: comma-separated ranks and
+	// inclusive ranges, e.g. "0,7,64-71".
+	Ranks string `mapstructure:"ranks"`
+
+	// RankKeys are the resource attributes holding the rank, first present wins.
+	RankKeys []string `mapstructure:"rank_keys"`
+
+	// WorldSizeKeys are the resource attributes holding the world size (used
+	// by single_rank with export_rank -1), first present wins.
+	WorldSizeKeys []string `mapstructure:"world_size_keys"`
+
+	// LocalRankKeys are the resource attributes holding the rank within its
+	// node (used by first_rank_per_node), first present wins.
+	LocalRankKeys []string `mapstructure:"local_rank_keys"`
+
+	// GroupKeys are the resource attributes that together identify a run and
+	// worker group; rank numbers are only meaningful within one group.
+	GroupKeys []string `mapstructure:"group_keys"`
+
+	// OnMissingRank is keep or drop: what to do with resources that carry no
+	// usable rank identity (not training telemetry, or a garbage value).
+	OnMissingRank MissingRankAction `mapstructure:"on_missing_rank"`
+
+	// KeepErrors keeps, from ranks the strategy drops, spans with status
+	// ERROR, spans marked nemo.span.truncated=true and log records at or above
+	// KeepLogSeverity, each marked with the reason it was kept.
+	KeepErrors bool `mapstructure:"keep_errors"`
+
+	// KeepLogSeverity is the lowest log severity kept from dropped ranks when
+	// KeepErrors is on: TRACE, DEBUG, INFO, WARN, ERROR or FATAL, optionally
+	// with a 2-4 suffix (ERROR2).
+	KeepLogSeverity string `mapstructure:"keep_log_severity"`
+
+	// Stragglers, when present (or enabled: true), holds the step subtrees
+	// of the ranks the strategy drops for up to decision_wait and keeps a
+	// rank's step when it was markedly slower than the other ranks on that
+	// step. Traces only.
+	Stragglers configoptional.Optional[StragglersConfig] `mapstructure:"stragglers"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// StragglersConfig configures step-level straggler retention.
+type StragglersConfig struct {
+	// DecisionWait is how long a step stays open, from the first step span
+	// of that (run, group, iteration) seen from any rank, before it is
+	// decided. A held span not yet tied to a step waits at most as long from
+	// its own arrival.
+	DecisionWait time.Duration `mapstructure:"decision_wait"`
+
+	// StepSpanName is the name of the span that roots one rank's step
+	// subtree (Megatron-LM: megatron.train_step).
+	StepSpanName string `mapstructure:"step_span_name"`
+
+	// IterationAttribute is the step span attribute holding the iteration
+	// number (an int or a decimal string), which lines up the ranks' steps.
+	IterationAttribute string `mapstructure:"iteration_attribute"`
+
+	// Threshold makes a held rank a straggler on a step when its step
+	// duration is at least Threshold x the median duration of that step
+	// across all ranks seen. At least 1.
+	Threshold float64 `mapstructure:"threshold"`
+
+	// MaxRanksPerStep caps the stragglers kept per step, slowest first.
+	MaxRanksPerStep int `mapstructure:"max_ranks_per_step"`
+
+	// MaxBufferedSpans bounds the spans held. When it is reached the oldest
+	// steps are decided early with what has been seen so far, and then, if
+	// still needed, the oldest spans not yet tied to a step are dropped.
+	MaxBufferedSpans int `mapstructure:"max_buffered_spans"`
+
+	// DecisionCacheSize is how many decided steps are remembered so that
+	// spans arriving after their step's decision follow it.
+	DecisionCacheSize int `mapstructure:"decision_cache_size"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// Straggler defaults. max_buffered_spans is sized for 100,000 spans/s held
+// for up to two decision waits (a child waits for its step span, then the
+// step waits): 2,000,000 spans; README.md gives the measured bytes per span.
+const (
+	defaultDecisionWait       = 10 * time.Second
+	defaultStepSpanName       = "megatron.train_step"
+	defaultIterationAttribute = "megatron.iteration"
+	defaultThreshold          = 1.5
+	defaultMaxRanksPerStep    = 4
+	defaultMaxBufferedSpans   = 2_000_000
+	defaultDecisionCacheSize  = 10_000
+)
+
+func defaultStragglersConfig() StragglersConfig {
+	return StragglersConfig{
+		DecisionWait:       defaultDecisionWait,
+		StepSpanName:       defaultStepSpanName,
+		IterationAttribute: defaultIterationAttribute,
+		Threshold:          defaultThreshold,
+		MaxRanksPerStep:    defaultMaxRanksPerStep,
+		MaxBufferedSpans:   defaultMaxBufferedSpans,
+		DecisionCacheSize:  defaultDecisionCacheSize,
+	}
+}
+
+var _ component.Config = (*StragglersConfig)(nil)
+
+// Validate checks the stragglers block; the collector calls it only when the
+// block is enabled.
+func (cfg *StragglersConfig) Validate() error {
+	var errs []error
+	if cfg.DecisionWait <= 0 {
+		errs = append(errs, fmt.Errorf("decision_wait must be positive, got %s", cfg.DecisionWait))
+	}
+	if strings.TrimSpace(cfg.StepSpanName) == "" {
+		errs = append(errs, errors.New("step_span_name must not be empty"))
+	}
+	if strings.TrimSpace(cfg.IterationAttribute) == "" {
+		errs = append(errs, errors.New("iteration_attribute must not be empty"))
+	}
+	if math.IsNaN(cfg.Threshold) || math.IsInf(cfg.Threshold, 0) || cfg.Threshold < 1 {
+		errs = append(errs, fmt.Errorf("threshold must be a finite number >= 1 (a multiple of the step's median duration), got %v", cfg.Threshold))
+	}
+	if cfg.MaxRanksPerStep < 1 {
+		errs = append(errs, fmt.Errorf("max_ranks_per_step must be at least 1, got %d", cfg.MaxRanksPerStep))
+	}
+	if cfg.MaxBufferedSpans < 1 {
+		errs = append(errs, fmt.Errorf("max_buffered_spans must be at least 1, got %d", cfg.MaxBufferedSpans))
+	}
+	if cfg.DecisionCacheSize < 1 {
+		errs = append(errs, fmt.Errorf("decision_cache_size must be at least 1, got %d", cfg.DecisionCacheSize))
+	}
+	return errors.Join(errs...)
+}
+
+var _ component.Config = (*Config)(nil)
+
+// Validate checks the configuration; errors name the offending key.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if !isStrategy(cfg.Strategy) {
+		errs = append(errs, fmt.Errorf("strategy must be one of %s, got %q", strategyList(), cfg.Strategy))
+	}
+	if cfg.ExportRank < -1 {
+		errs = append(errs, fmt.Errorf("export_rank must be -1 (last rank) or a rank >= 0, got %d", cfg.ExportRank))
+	}
+	if math.IsNaN(cfg.SampleRate) || cfg.SampleRate < 0 || cfg.SampleRate > 1 {
+		errs = append(errs, fmt.Errorf("sample_rate must be in [0,1], got %v", cfg.SampleRate))
+	}
+	if strings.TrimSpace(cfg.Ranks) == "" {
+		if cfg.Strategy == StrategyRanks {
+			errs = append(errs, errors.New(`ranks must list at least one rank when strategy is "ranks", e.g. "0,7,64-71"`))
+		}
+	} else if _, err := parseRankList(cfg.Ranks); err != nil {
+		errs = append(errs, fmt.Errorf("ranks: %w", err))
+	}
+	needRank := cfg.Strategy != StrategyFirstRankPerNode
+	needWorldSize := cfg.Strategy == StrategySingleRank && cfg.ExportRank == -1
+	needLocalRank := cfg.Strategy == StrategyFirstRankPerNode
+	errs = append(errs,
+		validateKeys("rank_keys", cfg.RankKeys, needRank),
+		validateKeys("world_size_keys", cfg.WorldSizeKeys, needWorldSize),
+		validateKeys("local_rank_keys", cfg.LocalRankKeys, needLocalRank),
+		validateKeys("group_keys", cfg.GroupKeys, false),
+	)
+	if cfg.OnMissingRank != MissingRankKeep && cfg.OnMissingRank != MissingRankDrop {
+		errs = append(errs, fmt.Errorf("on_missing_rank must be keep or drop, got %q", cfg.OnMissingRank))
+	}
+	if _, err := parseSeverity(cfg.KeepLogSeverity); err != nil {
+		errs = append(errs, fmt.Errorf("keep_log_severity: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func isStrategy(s Strategy) bool {
+	for _, known := range strategies {
+		if s == known {
+			return true
+		}
+	}
+	return false
+}
+
+func strategyList() string {
+	names := make([]string, len(strategies))
+	for i, s := range strategies {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func validateKeys(name string, keys []string, required bool) error {
+	if required && len(keys) == 0 {
+		return fmt.Errorf("%s must list at least one attribute key", name)
+	}
+	for i, k := range keys {
+		if strings.TrimSpace(k) == "" {
+			return fmt.Errorf("%s[%d] must not be empty", name, i)
+		}
+	}
+	return nil
+}
+
+// severityBases maps a severity name to the first number of its range in the
+// OpenTelemetry log data model (ERROR is 17..20, ERROR2 is 18, ...).
+var severityBases = []struct {
+	name string
+	base plog.SeverityNumber
+}{
+	{"TRACE", plog.SeverityNumberTrace},
+	{"DEBUG", plog.SeverityNumberDebug},
+	{"INFO", plog.SeverityNumberInfo},
+	{"WARNING", plog.SeverityNumberWarn},
+	{"WARN", plog.SeverityNumberWarn},
+	{"ERROR", plog.SeverityNumberError},
+	{"CRITICAL", plog.SeverityNumberFatal},
+	{"FATAL", plog.SeverityNumberFatal},
+}
+
+// parseSeverity reads a severity name such as "ERROR", "warn" or "FATAL2".
+// WARNING and CRITICAL, Python logging's names, are accepted as WARN and FATAL.
+func parseSeverity(s string) (plog.SeverityNumber, error) {
+	if sn, ok := severityFromText(s); ok {
+		return sn, nil
+	}
+	return plog.SeverityNumberUnspecified, fmt.Errorf("must be one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL (optionally suffixed 2-4), got %q", s)
+}
+
+// severityFromText is parseSeverity without the error, for the severity text
+// of log records that carry no severity number. It does not allocate.
+func severityFromText(s string) (plog.SeverityNumber, bool) {
+	s = strings.TrimSpace(s)
+	for _, b := range severityBases {
+		if len(s) < len(b.name) || !strings.EqualFold(s[:len(b.name)], b.name) {
+			continue
+		}
+		switch suffix := s[len(b.name):]; suffix {
+		case "":
+			return b.base, true
+		case "2", "3", "4":
+			return b.base + plog.SeverityNumber(suffix[0]-'1'), true
+		}
+	}
+	return plog.SeverityNumberUnspecified, false
+}

@@ -1,0 +1,229 @@
+package rankstrategyprocessor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+
+	withDefaults := func(edit func(*Config)) *Config {
+		cfg := createDefaultConfig().(*Config)
+		edit(cfg)
+		return cfg
+	}
+	tests := []struct {
+		id      component.ID
+		want    *Config
+		wantErr string
+	}{
+		{id: component.NewID(metadata.Type), want: withDefaults(func(*Config) {})},
+		{id: component.NewIDWithName(metadata.Type, "sampled"), want: withDefaults(func(c *Config) {
+			c.Strategy = StrategySampled
+			c.SampleRate = 0.1
+		})},
+		{id: component.NewIDWithName(metadata.Type, "ranks"), want: withDefaults(func(c *Config) {
+			c.Strategy = StrategyRanks
+			c.Ranks = "0, 7, 64-71"
+		})},
+		// A bare YAML number is not a string; a value from ${env:...} is
+		// kept as written, so only literal YAML needs the quotes.
+		{id: component.NewIDWithName(metadata.Type, "one_rank_as_int"), wantErr: "'ranks' expected type 'string', got unconvertible type 'int'"},
+		{id: component.NewIDWithName(metadata.Type, "full"), want: withDefaults(func(c *Config) {
+			c.Strategy = StrategySingleRank
+			c.ExportRank = 0
+			c.SampleRate = 0.25
+			c.Ranks = "1-3"
+			c.RankKeys = []string{"my.rank"}
+			c.WorldSizeKeys = []string{"my.world_size"}
+			c.LocalRankKeys = []string{"my.local_rank"}
+			c.GroupKeys = []string{"slurm.job.id"}
+			c.OnMissingRank = MissingRankDrop
+			c.KeepErrors = false
+			c.KeepLogSeverity = "warn"
+		})},
+		{id: component.NewIDWithName(metadata.Type, "first_rank_per_node_without_rank_keys"), want: withDefaults(func(c *Config) {
+			c.Strategy = StrategyFirstRankPerNode
+			c.RankKeys = []string{}
+		})},
+		{id: component.NewIDWithName(metadata.Type, "bad_strategy"), wantErr: `strategy must be one of single_rank, all_ranks, sampled, first_rank_per_node, ranks, got "last_rank"`},
+		{id: component.NewIDWithName(metadata.Type, "bad_sample_rate"), wantErr: "sample_rate must be in [0,1], got 1.5"},
+		{id: component.NewIDWithName(metadata.Type, "bad_export_rank"), wantErr: "export_rank must be -1 (last rank) or a rank >= 0, got -2"},
+		{id: component.NewIDWithName(metadata.Type, "bad_range"), wantErr: `ranks: range "9-3" ends before it starts`},
+		{id: component.NewIDWithName(metadata.Type, "bad_rank_entry"), wantErr: `ranks: entry 2 is empty in "0,,7"`},
+		{id: component.NewIDWithName(metadata.Type, "ranks_missing"), wantErr: `ranks must list at least one rank when strategy is "ranks"`},
+		{id: component.NewIDWithName(metadata.Type, "bad_on_missing_rank"), wantErr: `on_missing_rank must be keep or drop, got "ignore"`},
+		{id: component.NewIDWithName(metadata.Type, "bad_severity"), wantErr: `keep_log_severity: must be one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL (optionally suffixed 2-4), got "LOUD"`},
+		{id: component.NewIDWithName(metadata.Type, "no_rank_keys"), wantErr: "rank_keys must list at least one attribute key"},
+		{id: component.NewIDWithName(metadata.Type, "no_world_size_keys"), wantErr: "world_size_keys must list at least one attribute key"},
+		{id: component.NewIDWithName(metadata.Type, "empty_group_key"), wantErr: "group_keys[1] must not be empty"},
+		// The block's presence enables it with the defaults; enabled: false
+		// disables it whatever else it says.
+		{id: component.NewIDWithName(metadata.Type, "stragglers_present"), want: withDefaults(func(c *Config) {
+			c.Stragglers = configoptional.Some(defaultStragglersConfig())
+		})},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_enabled_flag"), want: withDefaults(func(c *Config) {
+			sc := defaultStragglersConfig()
+			sc.Threshold = 2
+			c.Stragglers = configoptional.Some(sc)
+		})},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_disabled"), want: withDefaults(func(c *Config) {
+			c.Stragglers = configoptional.None[StragglersConfig]()
+		})},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_full"), want: withDefaults(func(c *Config) {
+			c.Strategy = StrategySampled
+			c.SampleRate = 0.01
+			c.Stragglers = configoptional.Some(StragglersConfig{
+				DecisionWait:       30 * time.Second,
+				StepSpanName:       "nemo_rl.train_step",
+				IterationAttribute: "nemo_rl.step",
+				Threshold:          2.5,
+				MaxRanksPerStep:    8,
+				MaxBufferedSpans:   500_000,
+				DecisionCacheSize:  2048,
+			})
+		})},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_threshold"), wantErr: "stragglers: threshold must be a finite number >= 1 (a multiple of the step's median duration), got 0.8"},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait"), wantErr: "stragglers: decision_wait must be positive, got 0s"},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_limits"), wantErr: "max_ranks_per_step must be at least 1, got 0\nmax_buffered_spans must be at least 1, got -1\ndecision_cache_size must be at least 1, got 0"},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_names"), wantErr: "step_span_name must not be empty\niteration_attribute must not be empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := createDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			err = sub.Unmarshal(cfg)
+			if err == nil {
+				err = confmap.Validate(cfg)
+			}
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}
+
+func TestValidateReportsEveryBadKey(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.SampleRate = -0.5
+	cfg.OnMissingRank = "maybe"
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sample_rate must be in [0,1], got -0.5")
+	assert.Contains(t, err.Error(), `on_missing_rank must be keep or drop, got "maybe"`)
+}
+
+func TestParseSeverity(t *testing.T) {
+	tests := map[string]int32{
+		"TRACE": 1, "debug": 5, "Info": 9, "WARN": 13, "WARNING": 13, "warn3": 15,
+		"ERROR": 17, "error2": 18, " ERROR4 ": 20, "FATAL": 21, "CRITICAL": 21, "FATAL4": 24,
+	}
+	for text, want := range tests {
+		got, err := parseSeverity(text)
+		require.NoError(t, err, text)
+		assert.Equal(t, want, int32(got), text)
+	}
+	for _, bad := range []string{"", "ERR", "ERROR5", "ERROR1", "ERRORS", "7"} {
+		_, err := parseSeverity(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+// mapEnvProvider resolves ${env:NAME:-default} from a map, the way the
+// collector's env provider resolves it from the environment.
+type mapEnvProvider map[string]string
+
+func (m mapEnvProvider) Retrieve(_ context.Context, uri string, _ confmap.WatcherFunc) (*confmap.Retrieved, error) {
+	name, def, hasDefault := strings.Cut(strings.TrimPrefix(uri, "env:"), ":-")
+	val, ok := m[name]
+	if !ok && hasDefault {
+		if def == "" {
+			return confmap.NewRetrieved("")
+		}
+		val = def
+	}
+	return confmap.NewRetrievedFromYAML([]byte(val))
+}
+func (mapEnvProvider) Scheme() string                 { return "env" }
+func (mapEnvProvider) Shutdown(context.Context) error { return nil }
+
+// presetProvider serves testdata/preset.yaml, the block a preset config
+// uses, under the "preset" scheme.
+type presetProvider struct{}
+
+func (presetProvider) Retrieve(context.Context, string, confmap.WatcherFunc) (*confmap.Retrieved, error) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "preset.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	return confmap.NewRetrievedFromYAML(raw)
+}
+func (presetProvider) Scheme() string                 { return "preset" }
+func (presetProvider) Shutdown(context.Context) error { return nil }
+
+// The preset block works with no environment set and with every variable
+// overridden, including a single rank given through NEMO_RANKS.
+func TestPresetEnvOverrides(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want func(*Config)
+	}{
+		{"defaults", nil, func(*Config) {}},
+		{"sampled", map[string]string{"NEMO_RANK_STRATEGY": "sampled", "NEMO_RANK_SAMPLE_RATE": "0.25"}, func(c *Config) {
+			c.Strategy = StrategySampled
+			c.SampleRate = 0.25
+		}},
+		{"one explicit rank", map[string]string{"NEMO_RANK_STRATEGY": "ranks", "NEMO_RANKS": "7"}, func(c *Config) {
+			c.Strategy = StrategyRanks
+			c.Ranks = "7"
+		}},
+		{"export rank 0", map[string]string{"NEMO_EXPORT_RANK": "0"}, func(c *Config) { c.ExportRank = 0 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := mapEnvProvider(tt.env)
+			resolver, err := confmap.NewResolver(confmap.ResolverSettings{
+				URIs: []string{"preset:rank_strategy"},
+				ProviderFactories: []confmap.ProviderFactory{
+					confmap.NewProviderFactory(func(confmap.ProviderSettings) confmap.Provider { return presetProvider{} }),
+					confmap.NewProviderFactory(func(confmap.ProviderSettings) confmap.Provider { return env }),
+				},
+				DefaultScheme: "env",
+			})
+			require.NoError(t, err)
+			conf, err := resolver.Resolve(context.Background())
+			require.NoError(t, err)
+			sub, err := conf.Sub("processors::rank_strategy")
+			require.NoError(t, err)
+
+			cfg := createDefaultConfig().(*Config)
+			require.NoError(t, sub.Unmarshal(cfg))
+			require.NoError(t, confmap.Validate(cfg))
+			want := createDefaultConfig().(*Config)
+			want.SampleRate = 0.1
+			tt.want(want)
+			assert.Equal(t, want, cfg)
+		})
+	}
+}

@@ -1,0 +1,386 @@
+package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pipeline"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
+)
+
+const (
+	// keptReasonKey marks a span or log record kept from a dropped rank with
+	// why it was kept (error, truncated, severity). It sits under its own
+	// nemo.rank_strategy namespace so that no key we know of (nemo.run.id,
+	// nemo.span.truncated, ...) is a dotted prefix or extension of it, which
+	// Weave would reject.
+	keptReasonKey = "nemo.rank_strategy.kept_reason"
+	// truncatedKey is set to true by NeMo Lens on spans force-closed at shutdown.
+	truncatedKey = "nemo.span.truncated"
+)
+
+// tally counts the items of one batch (or one straggler tick) by outcome and
+// reason, so that the internal metrics are recorded once per batch rather
+// than per resource.
+type tally struct {
+	kept, dropped [numReasons]int64
+
+	// Straggler buffer: the change in spans held, and its counters.
+	held           int64
+	stepsDecided   int64
+	stragglersKept int64
+	earlyDecisions int64
+	lateSpans      int64
+	cacheHits      int64
+	sendFailed     int64
+}
+
+// rankStrategyProcessor filters one signal's batches by rank.
+type rankStrategyProcessor struct {
+	selector       *rankSelector
+	keepErrors     bool
+	minLogSeverity plog.SeverityNumber
+	telemetry      *metadata.TelemetryBuilder
+	// reasonAttrs are the metric attributes (signal, reason), built once and
+	// passed as ready slices so that recording does not allocate.
+	reasonAttrs [numReasons][]metric.AddOption
+	// stragglers is the step-level straggler buffer (traces, when the
+	// stragglers block is enabled), nil otherwise.
+	stragglers *stragglerBuffer
+}
+
+func newRankStrategyProcessor(set processor.Settings, cfg *Config, signal pipeline.Signal) (*rankStrategyProcessor, error) {
+	selector, err := newRankSelector(cfg, set.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("rank_strategy: %w", err)
+	}
+	minSeverity, err := parseSeverity(cfg.KeepLogSeverity)
+	if err != nil {
+		return nil, fmt.Errorf("rank_strategy: keep_log_severity: %w", err)
+	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("rank_strategy: create internal metrics: %w", err)
+	}
+	p := &rankStrategyProcessor{
+		selector:       selector,
+		keepErrors:     cfg.KeepErrors,
+		minLogSeverity: minSeverity,
+		telemetry:      tb,
+	}
+	for r := range numReasons {
+		p.reasonAttrs[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("otel.signal", signal.String()),
+			attribute.String("reason", r.String()),
+		))}
+	}
+	return p, nil
+}
+
+// enableStragglers attaches the straggler buffer to a traces processor. Kept
+// straggler spans are passed to next from the buffer's own ticker.
+func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Settings, next consumer.Traces, clk clock) error {
+	sc := cfg.Stragglers.Get()
+	if sc == nil {
+		return nil
+	}
+	b, err := newStragglerBuffer(sc, cfg.RankKeys, p.selector, clk, set.Logger, next, p.record)
+	if err != nil {
+		return fmt.Errorf("rank_strategy: %w", err)
+	}
+	if cfg.Strategy == StrategyAllRanks {
+		set.Logger.Warn("rank_strategy: stragglers is enabled but strategy all_ranks drops no rank, so there is nothing to hold")
+	}
+	p.stragglers = b
+	return nil
+}
+
+func (p *rankStrategyProcessor) start(context.Context, component.Host) error {
+	if p.stragglers != nil {
+		p.stragglers.start()
+	}
+	return nil
+}
+
+func (p *rankStrategyProcessor) shutdown(ctx context.Context) error {
+	var err error
+	if p.stragglers != nil {
+		err = p.stragglers.shutdown(ctx)
+	}
+	p.telemetry.Shutdown()
+	return err
+}
+
+func (p *rankStrategyProcessor) record(ctx context.Context, t *tally) {
+	for r := range numReasons {
+		if n := t.kept[r]; n > 0 {
+			p.telemetry.ProcessorRankStrategyItemsKept.Add(ctx, n, p.reasonAttrs[r]...)
+		}
+		if n := t.dropped[r]; n > 0 {
+			p.telemetry.ProcessorRankStrategyItemsDropped.Add(ctx, n, p.reasonAttrs[r]...)
+		}
+	}
+	if t.held != 0 {
+		p.telemetry.ProcessorRankStrategyStragglersSpansHeld.Add(ctx, t.held)
+	}
+	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersStepsDecided, t.stepsDecided)
+	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersKept, t.stragglersKept)
+	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersEarlyDecisions, t.earlyDecisions)
+	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersLateSpans, t.lateSpans)
+	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersDecisionCacheHits, t.cacheHits)
+	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersSendFailed, t.sendFailed)
+}
+
+func addIfAny(ctx context.Context, c metric.Int64Counter, n int64) {
+	if n > 0 {
+		c.Add(ctx, n)
+	}
+}
+
+func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	var t tally
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		v := p.selector.decide(rs.Resource().Attributes())
+		if v.keep {
+			t.kept[v.reason] += int64(countSpans(rs))
+			if p.stragglers != nil {
+				p.stragglers.observeKept(rs, &t)
+			}
+			return false
+		}
+		if p.stragglers != nil && v.reason == reasonNotSelected {
+			// Held for the step decision instead of dropped; keep_errors
+			// spans stay in the batch.
+			if handled, remove := p.stragglers.hold(rs, p.keepErrors, &t); handled {
+				return remove
+			}
+		}
+		if p.keepErrors {
+			return !keepExceptionalSpans(rs, v.reason, &t)
+		}
+		t.dropped[v.reason] += int64(countSpans(rs))
+		return true
+	})
+	p.record(ctx, &t)
+	if td.ResourceSpans().Len() == 0 {
+		return td, processorhelper.ErrSkipProcessingData
+	}
+	return td, nil
+}
+
+func (p *rankStrategyProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	var t tally
+	// Metrics have no error status or severity: a dropped rank's resource
+	// always goes whole.
+	md.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool {
+		v := p.selector.decide(rm.Resource().Attributes())
+		if v.keep {
+			t.kept[v.reason] += int64(countDataPoints(rm))
+			return false
+		}
+		t.dropped[v.reason] += int64(countDataPoints(rm))
+		return true
+	})
+	p.record(ctx, &t)
+	if md.ResourceMetrics().Len() == 0 {
+		return md, processorhelper.ErrSkipProcessingData
+	}
+	return md, nil
+}
+
+func (p *rankStrategyProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
+	var t tally
+	ld.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
+		v := p.selector.decide(rl.Resource().Attributes())
+		if v.keep {
+			t.kept[v.reason] += int64(countLogRecords(rl))
+			return false
+		}
+		if p.keepErrors {
+			return !p.keepSevereLogs(rl, v.reason, &t)
+		}
+		t.dropped[v.reason] += int64(countLogRecords(rl))
+		return true
+	})
+	p.record(ctx, &t)
+	if ld.ResourceLogs().Len() == 0 {
+		return ld, processorhelper.ErrSkipProcessingData
+	}
+	return ld, nil
+}
+
+// spanKeepReason says whether a span from a dropped rank is kept anyway:
+// status ERROR first, then nemo.span.truncated. It only reads the status
+// code and looks up one attribute.
+func spanKeepReason(s ptrace.Span) (reason, bool) {
+	if s.Status().Code() == ptrace.StatusCodeError {
+		return reasonError, true
+	}
+	if v, ok := s.Attributes().Get(truncatedKey); ok && isTrue(v) {
+		return reasonTruncated, true
+	}
+	return 0, false
+}
+
+// isTrue accepts a bool true, and the string "true" that an attribute set
+// through an environment variable would carry.
+func isTrue(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeBool:
+		return v.Bool()
+	case pcommon.ValueTypeStr:
+		return v.Str() == "true"
+	default:
+		return false
+	}
+}
+
+// keepExceptionalSpans handles a resource of a dropped rank when keep_errors
+// is on. A first read-only pass looks for a span worth keeping; in the common
+// case there is none and the resource is dropped whole, unmodified. Otherwise
+// only those spans are kept, each marked with keptReasonKey. It reports
+// whether anything was kept.
+func keepExceptionalSpans(rs ptrace.ResourceSpans, dropReason reason, t *tally) bool {
+	total, found := scanExceptionalSpans(rs)
+	if !found {
+		t.dropped[dropReason] += int64(total)
+		return false
+	}
+	filterExceptionalSpans(rs, t, &t.dropped[dropReason])
+	return true
+}
+
+// scanExceptionalSpans counts the resource's spans and reports whether one is
+// worth keeping, without modifying anything.
+func scanExceptionalSpans(rs ptrace.ResourceSpans) (total int, found bool) {
+	sss := rs.ScopeSpans()
+	for i := 0; i < sss.Len(); i++ {
+		spans := sss.At(i).Spans()
+		total += spans.Len()
+		for j := 0; !found && j < spans.Len(); j++ {
+			_, found = spanKeepReason(spans.At(j))
+		}
+	}
+	return total, found
+}
+
+// filterExceptionalSpans removes every span not worth keeping, counting it in
+// dropped unless that is nil (the straggler buffer holds a copy of them), and
+// marks and counts the others.
+func filterExceptionalSpans(rs ptrace.ResourceSpans, t *tally, dropped *int64) {
+	rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+		ss.Spans().RemoveIf(func(s ptrace.Span) bool {
+			r, keep := spanKeepReason(s)
+			if !keep {
+				if dropped != nil {
+					*dropped++
+				}
+				return true
+			}
+			s.Attributes().PutStr(keptReasonKey, r.String())
+			t.kept[r]++
+			return false
+		})
+		return ss.Spans().Len() == 0
+	})
+}
+
+// logSeverity is the record's severity number, or, when the sender left it
+// unspecified, the number its severity text names.
+func logSeverity(lr plog.LogRecord) plog.SeverityNumber {
+	if sn := lr.SeverityNumber(); sn != plog.SeverityNumberUnspecified {
+		return sn
+	}
+	if text := lr.SeverityText(); text != "" {
+		if sn, ok := severityFromText(text); ok {
+			return sn
+		}
+	}
+	return plog.SeverityNumberUnspecified
+}
+
+// keepSevereLogs is keepExceptionalSpans for log records: those at or above
+// keep_log_severity are kept, marked with keptReasonKey.
+func (p *rankStrategyProcessor) keepSevereLogs(rl plog.ResourceLogs, dropReason reason, t *tally) bool {
+	total, found := 0, false
+	sls := rl.ScopeLogs()
+	for i := 0; i < sls.Len(); i++ {
+		records := sls.At(i).LogRecords()
+		total += records.Len()
+		for j := 0; !found && j < records.Len(); j++ {
+			found = logSeverity(records.At(j)) >= p.minLogSeverity
+		}
+	}
+	if !found {
+		t.dropped[dropReason] += int64(total)
+		return false
+	}
+	sls.RemoveIf(func(sl plog.ScopeLogs) bool {
+		sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
+			if logSeverity(lr) < p.minLogSeverity {
+				t.dropped[dropReason]++
+				return true
+			}
+			lr.Attributes().PutStr(keptReasonKey, reasonSeverity.String())
+			t.kept[reasonSeverity]++
+			return false
+		})
+		return sl.LogRecords().Len() == 0
+	})
+	return true
+}
+
+func countSpans(rs ptrace.ResourceSpans) int {
+	n := 0
+	sss := rs.ScopeSpans()
+	for i := 0; i < sss.Len(); i++ {
+		n += sss.At(i).Spans().Len()
+	}
+	return n
+}
+
+func countLogRecords(rl plog.ResourceLogs) int {
+	n := 0
+	sls := rl.ScopeLogs()
+	for i := 0; i < sls.Len(); i++ {
+		n += sls.At(i).LogRecords().Len()
+	}
+	return n
+}
+
+// countDataPoints counts like the collector's own item counters for metrics:
+// data points, summed per metric without visiting the points.
+func countDataPoints(rm pmetric.ResourceMetrics) int {
+	n := 0
+	sms := rm.ScopeMetrics()
+	for i := 0; i < sms.Len(); i++ {
+		ms := sms.At(i).Metrics()
+		for j := 0; j < ms.Len(); j++ {
+			m := ms.At(j)
+			switch m.Type() {
+			case pmetric.MetricTypeGauge:
+				n += m.Gauge().DataPoints().Len()
+			case pmetric.MetricTypeSum:
+				n += m.Sum().DataPoints().Len()
+			case pmetric.MetricTypeHistogram:
+				n += m.Histogram().DataPoints().Len()
+			case pmetric.MetricTypeExponentialHistogram:
+				n += m.ExponentialHistogram().DataPoints().Len()
+			case pmetric.MetricTypeSummary:
+				n += m.Summary().DataPoints().Len()
+			}
+		}
+	}
+	return n
+}

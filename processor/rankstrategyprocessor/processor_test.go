@@ -1,0 +1,456 @@
+package rankstrategyprocessor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pipeline"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
+)
+
+// mixedFleet is two runs and two NeMo-RL worker groups in one batch: a
+// 4096-rank group (ranks 0..4095, the range of the reference vectors), a
+// 48-rank group of the same run, the same group name in another run, and a
+// Megatron run without worker groups.
+func mixedFleet() []rankProcess {
+	return fleet(
+		rankProcess{run: "run-a", group: "policy", worldSize: 4096},
+		rankProcess{run: "run-a", group: "generation", worldSize: 48},
+		rankProcess{run: "run-b", group: "policy", worldSize: 100},
+		rankProcess{run: "run-c", worldSize: 16},
+	)
+}
+
+func TestStrategiesOverFleet(t *testing.T) {
+	vectors := loadLensVectors(t)
+	sampledKept := map[float64]map[int64]bool{}
+	for _, c := range vectors.Cases {
+		require.Equal(t, [2]int64{0, 4095}, c.RanksChecked)
+		kept := map[int64]bool{}
+		for _, r := range c.Kept {
+			kept[r] = true
+		}
+		sampledKept[c.Rate] = kept
+	}
+
+	type strategyCase struct {
+		name string
+		edit func(*Config)
+		keep func(p rankProcess) bool
+	}
+	cases := []strategyCase{
+		{"single_rank last", nil, func(p rankProcess) bool { return p.rank == p.worldSize-1 }},
+		{"single_rank 0", func(c *Config) { c.ExportRank = 0 }, func(p rankProcess) bool { return p.rank == 0 }},
+		{"single_rank 47", func(c *Config) { c.ExportRank = 47 }, func(p rankProcess) bool { return p.rank == 47 }},
+		{"all_ranks", func(c *Config) { c.Strategy = StrategyAllRanks }, func(rankProcess) bool { return true }},
+		{"first_rank_per_node", func(c *Config) { c.Strategy = StrategyFirstRankPerNode }, func(p rankProcess) bool { return p.rank%8 == 0 }},
+		{"ranks", func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0,7,64-71" }, func(p rankProcess) bool {
+			return p.rank == 0 || p.rank == 7 || (p.rank >= 64 && p.rank <= 71)
+		}},
+	}
+	for _, c := range vectors.Cases {
+		rate := c.Rate
+		cases = append(cases, strategyCase{
+			fmt.Sprintf("sampled %v", rate),
+			func(cfg *Config) { cfg.Strategy = StrategySampled; cfg.SampleRate = rate },
+			func(p rankProcess) bool { return sampledKept[rate][p.rank] },
+		})
+	}
+
+	procs := mixedFleet()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			for _, p := range procs {
+				if tc.keep(p) {
+					want = append(want, p.id())
+				}
+			}
+			h := newHarness(t, tc.edit)
+			ctx := context.Background()
+			require.NoError(t, h.traces.ConsumeTraces(ctx, tracesFor(procs)))
+			require.NoError(t, h.metrics.ConsumeMetrics(ctx, metricsFor(procs)))
+			require.NoError(t, h.logs.ConsumeLogs(ctx, logsFor(procs)))
+
+			assert.Equal(t, want, spanNames(h.tsink.AllTraces()))
+			assert.Equal(t, want, metricNames(h.msink.AllMetrics()))
+			assert.Equal(t, want, logBodies(h.lsink.AllLogs()))
+			if len(want) == 0 {
+				// Nothing kept: nothing is passed on, not even an empty batch.
+				assert.Empty(t, h.tsink.AllTraces())
+				assert.Empty(t, h.msink.AllMetrics())
+				assert.Empty(t, h.lsink.AllLogs())
+			}
+		})
+	}
+}
+
+// The sampled decision for a rank is the same whether the rank arrives as an
+// int or a string, under either spelling.
+func TestSampledRankEncodingDoesNotMatter(t *testing.T) {
+	const rate = 0.1
+	h := newHarness(t, func(c *Config) { c.Strategy = StrategySampled; c.SampleRate = rate })
+	var procs []rankProcess
+	for r := range int64(4096) {
+		for _, enc := range []struct{ str, old bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			procs = append(procs, rankProcess{run: fmt.Sprintf("str=%v,old=%v", enc.str, enc.old), rank: r, localRank: -1, asString: enc.str, oldKeys: enc.old})
+		}
+	}
+	require.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
+
+	var want []string
+	for _, c := range loadLensVectors(t).Cases {
+		if c.Rate != rate {
+			continue
+		}
+		for _, r := range c.Kept {
+			for _, p := range procs[4*r : 4*r+4] {
+				want = append(want, p.id())
+			}
+		}
+	}
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, spanNames(h.tsink.AllTraces()))
+}
+
+func TestOnMissingRank(t *testing.T) {
+	noRank := func(td ptrace.Traces, name string, set func(pcommon.Map)) {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "not-training")
+		set(rs.Resource().Attributes())
+		rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName(name)
+	}
+	build := func() ptrace.Traces {
+		td := tracesFor([]rankProcess{{run: "r", rank: 1, worldSize: 2, localRank: 1}, {run: "r", rank: 0, worldSize: 2, localRank: 0}})
+		noRank(td, "no rank", func(pcommon.Map) {})
+		noRank(td, "garbage rank", func(m pcommon.Map) { m.PutStr("nv.dl.rank", "rank-three") })
+		noRank(td, "no world size", func(m pcommon.Map) { m.PutInt("nv.dl.rank", 5) })
+		return td
+	}
+	for _, tc := range []struct {
+		action MissingRankAction
+		want   []string
+	}{
+		{MissingRankKeep, []string{"r//1", "no rank", "garbage rank", "no world size"}},
+		{MissingRankDrop, []string{"r//1"}},
+	} {
+		t.Run(string(tc.action), func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.OnMissingRank = tc.action })
+			require.NoError(t, h.traces.ConsumeTraces(context.Background(), build()))
+			assert.Equal(t, tc.want, spanNames(h.tsink.AllTraces()))
+
+			missing := []metricdata.DataPoint[int64]{
+				{Attributes: itemAttrs("traces", reasonMissingRank), Value: 1},
+				{Attributes: itemAttrs("traces", reasonInvalidRank), Value: 1},
+				{Attributes: itemAttrs("traces", reasonMissingWorldSize), Value: 1},
+			}
+			kept := []metricdata.DataPoint[int64]{{Attributes: itemAttrs("traces", reasonSelected), Value: 1}}
+			dropped := []metricdata.DataPoint[int64]{{Attributes: itemAttrs("traces", reasonNotSelected), Value: 1}}
+			if tc.action == MissingRankKeep {
+				kept = append(kept, missing...)
+			} else {
+				dropped = append(dropped, missing...)
+			}
+			metadatatest.AssertEqualProcessorRankStrategyItemsKept(t, h.tel, kept, metricdatatest.IgnoreTimestamp())
+			metadatatest.AssertEqualProcessorRankStrategyItemsDropped(t, h.tel, dropped, metricdatatest.IgnoreTimestamp())
+		})
+	}
+}
+
+func itemAttrs(signal string, r reason) attribute.Set {
+	return attribute.NewSet(attribute.String("otel.signal", signal), attribute.String("reason", r.String()))
+}
+
+func TestMissingWorldSizeWarnsOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	procs := []rankProcess{{run: "r", rank: 3, localRank: 3}, {run: "r", rank: 2, localRank: 2}}
+	for range 5 {
+		require.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
+	}
+	warnings := h.logged.FilterMessageSnippet("export_rank is -1").All()
+	require.Len(t, warnings, 1, "one warning for the traces pipeline, not one per batch")
+	assert.Contains(t, warnings[0].Message, "nv.dl.world_size or dl.world_size")
+	assert.Contains(t, warnings[0].Message, "on_missing_rank=keep")
+	// Kept per on_missing_rank=keep.
+	assert.Len(t, spanNames(h.tsink.AllTraces()), 10)
+}
+
+// erroredTraces is one batch from two ranks of a 2-rank run: rank 1 (kept by
+// single_rank) and rank 0 (dropped), each with a normal span, an ERROR span, a
+// truncated span (bool) and a truncated span set through an env var (string).
+func erroredTraces() ptrace.Traces {
+	td := ptrace.NewTraces()
+	for _, rank := range []int64{1, 0} {
+		rs := td.ResourceSpans().AppendEmpty()
+		rankProcess{run: "r", rank: rank, worldSize: 2, localRank: rank}.fillResource(rs.Resource().Attributes())
+		steps := rs.ScopeSpans().AppendEmpty()
+		steps.Scope().SetName("megatron")
+		ok := steps.Spans().AppendEmpty()
+		ok.SetName(fmt.Sprintf("rank%d megatron.train_step", rank))
+		failed := steps.Spans().AppendEmpty()
+		failed.SetName(fmt.Sprintf("rank%d megatron.optimizer_step", rank))
+		failed.Status().SetCode(ptrace.StatusCodeError)
+		failed.Status().SetMessage("NaN in grad norm")
+
+		shutdown := rs.ScopeSpans().AppendEmpty()
+		shutdown.Scope().SetName("nemo.lens")
+		truncated := shutdown.Spans().AppendEmpty()
+		truncated.SetName(fmt.Sprintf("rank%d megatron.train", rank))
+		truncated.Attributes().PutBool(truncatedKey, true)
+		truncatedStr := shutdown.Spans().AppendEmpty()
+		truncatedStr.SetName(fmt.Sprintf("rank%d megatron.pretrain", rank))
+		truncatedStr.Attributes().PutStr(truncatedKey, "true")
+		notTruncated := shutdown.Spans().AppendEmpty()
+		notTruncated.SetName(fmt.Sprintf("rank%d megatron.evaluate", rank))
+		notTruncated.Attributes().PutBool(truncatedKey, false)
+
+		// A scope with nothing worth keeping disappears from a dropped rank.
+		other := rs.ScopeSpans().AppendEmpty()
+		other.Spans().AppendEmpty().SetName(fmt.Sprintf("rank%d megatron.layer.forward", rank))
+	}
+	return td
+}
+
+func TestKeepErrorsFromDroppedRanks(t *testing.T) {
+	h := newHarness(t, nil)
+	require.NoError(t, h.traces.ConsumeTraces(context.Background(), erroredTraces()))
+	require.Len(t, h.tsink.AllTraces(), 1)
+
+	want := erroredTraces()
+	dropped := want.ResourceSpans().At(1)
+	dropped.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+		ss.Spans().RemoveIf(func(s ptrace.Span) bool {
+			switch s.Name() {
+			case "rank0 megatron.optimizer_step":
+				s.Attributes().PutStr(keptReasonKey, "error")
+				return false
+			case "rank0 megatron.train", "rank0 megatron.pretrain":
+				s.Attributes().PutStr(keptReasonKey, "truncated")
+				return false
+			}
+			return true
+		})
+		return ss.Spans().Len() == 0
+	})
+	assertSameTraces(t, want, h.tsink.AllTraces()[0])
+
+	metadatatest.AssertEqualProcessorRankStrategyItemsKept(t, h.tel, []metricdata.DataPoint[int64]{
+		{Attributes: itemAttrs("traces", reasonSelected), Value: 6},
+		{Attributes: itemAttrs("traces", reasonError), Value: 1},
+		{Attributes: itemAttrs("traces", reasonTruncated), Value: 2},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorRankStrategyItemsDropped(t, h.tel, []metricdata.DataPoint[int64]{
+		{Attributes: itemAttrs("traces", reasonNotSelected), Value: 3},
+	}, metricdatatest.IgnoreTimestamp())
+}
+
+func TestKeepErrorsOff(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.KeepErrors = false })
+	require.NoError(t, h.traces.ConsumeTraces(context.Background(), erroredTraces()))
+	names := spanNames(h.tsink.AllTraces())
+	assert.Len(t, names, 6)
+	for _, n := range names {
+		assert.Contains(t, n, "rank1 ")
+	}
+	metadatatest.AssertEqualProcessorRankStrategyItemsDropped(t, h.tel, []metricdata.DataPoint[int64]{
+		{Attributes: itemAttrs("traces", reasonNotSelected), Value: 6},
+	}, metricdatatest.IgnoreTimestamp())
+}
+
+// severeLogs is one batch from ranks 1 (kept) and 0 (dropped) of a 2-rank run
+// with a record at each severity of interest.
+func severeLogs() plog.Logs {
+	ld := plog.NewLogs()
+	for _, rank := range []int64{1, 0} {
+		rl := ld.ResourceLogs().AppendEmpty()
+		rankProcess{run: "r", rank: rank, worldSize: 2, localRank: rank}.fillResource(rl.Resource().Attributes())
+		records := rl.ScopeLogs().AppendEmpty().LogRecords()
+		add := func(body string, sn plog.SeverityNumber, text string) {
+			lr := records.AppendEmpty()
+			lr.Body().SetStr(fmt.Sprintf("rank%d %s", rank, body))
+			lr.SetSeverityNumber(sn)
+			lr.SetSeverityText(text)
+		}
+		add("info", plog.SeverityNumberInfo, "INFO")
+		add("warn", plog.SeverityNumberWarn, "WARNING")
+		add("error", plog.SeverityNumberError, "ERROR")
+		add("fatal", plog.SeverityNumberFatal2, "CRITICAL")
+		add("error by text only", plog.SeverityNumberUnspecified, "ERROR")
+		add("unspecified", plog.SeverityNumberUnspecified, "")
+	}
+	return ld
+}
+
+func TestKeepSevereLogsFromDroppedRanks(t *testing.T) {
+	for _, tc := range []struct {
+		severity string
+		want     []string
+	}{
+		{"ERROR", []string{"rank0 error", "rank0 fatal", "rank0 error by text only"}},
+		{"WARN", []string{"rank0 warn", "rank0 error", "rank0 fatal", "rank0 error by text only"}},
+		{"FATAL", []string{"rank0 fatal"}},
+	} {
+		t.Run(tc.severity, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.KeepLogSeverity = tc.severity })
+			require.NoError(t, h.logs.ConsumeLogs(context.Background(), severeLogs()))
+			require.Len(t, h.lsink.AllLogs(), 1)
+			out := h.lsink.AllLogs()[0]
+			require.Equal(t, 2, out.ResourceLogs().Len())
+
+			kept := out.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+			require.Equal(t, 6, kept.Len(), "the selected rank keeps everything")
+			for i := 0; i < kept.Len(); i++ {
+				_, marked := kept.At(i).Attributes().Get(keptReasonKey)
+				assert.False(t, marked, "records of a selected rank are not marked")
+			}
+
+			rescued := out.ResourceLogs().At(1).ScopeLogs().At(0).LogRecords()
+			var bodies []string
+			for i := 0; i < rescued.Len(); i++ {
+				bodies = append(bodies, rescued.At(i).Body().Str())
+				v, ok := rescued.At(i).Attributes().Get(keptReasonKey)
+				require.True(t, ok)
+				assert.Equal(t, "severity", v.Str())
+			}
+			assert.Equal(t, tc.want, bodies)
+
+			metadatatest.AssertEqualProcessorRankStrategyItemsKept(t, h.tel, []metricdata.DataPoint[int64]{
+				{Attributes: itemAttrs("logs", reasonSelected), Value: 6},
+				{Attributes: itemAttrs("logs", reasonSeverity), Value: int64(len(tc.want))},
+			}, metricdatatest.IgnoreTimestamp())
+			metadatatest.AssertEqualProcessorRankStrategyItemsDropped(t, h.tel, []metricdata.DataPoint[int64]{
+				{Attributes: itemAttrs("logs", reasonNotSelected), Value: int64(6 - len(tc.want))},
+			}, metricdatatest.IgnoreTimestamp())
+		})
+	}
+}
+
+func TestKeepErrorsOffDropsSevereLogs(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.KeepErrors = false })
+	require.NoError(t, h.logs.ConsumeLogs(context.Background(), severeLogs()))
+	bodies := logBodies(h.lsink.AllLogs())
+	assert.Len(t, bodies, 6)
+	for _, b := range bodies {
+		assert.Contains(t, b, "rank1 ")
+	}
+}
+
+func TestMetricsDroppedWholeAndCountedInDataPoints(t *testing.T) {
+	h := newHarness(t, nil)
+	procs := fleet(rankProcess{run: "r", worldSize: 4})
+	md := metricsFor(procs)
+	// Give every resource a histogram with three points too: five data points each.
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		ms := md.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics()
+		hist := ms.AppendEmpty()
+		hist.SetName("megatron.training.step_duration_ms")
+		dps := hist.SetEmptyHistogram().DataPoints()
+		for range 3 {
+			dps.AppendEmpty().SetCount(1)
+		}
+		sum := ms.AppendEmpty()
+		sum.SetName("megatron.training.skipped_iters")
+		sum.SetEmptySum().DataPoints().AppendEmpty().SetIntValue(0)
+	}
+	require.NoError(t, h.metrics.ConsumeMetrics(context.Background(), md))
+	assert.Equal(t, []string{"r//3", "megatron.training.step_duration_ms", "megatron.training.skipped_iters"}, metricNames(h.msink.AllMetrics()))
+
+	metadatatest.AssertEqualProcessorRankStrategyItemsKept(t, h.tel, []metricdata.DataPoint[int64]{
+		{Attributes: itemAttrs("metrics", reasonSelected), Value: 5},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorRankStrategyItemsDropped(t, h.tel, []metricdata.DataPoint[int64]{
+		{Attributes: itemAttrs("metrics", reasonNotSelected), Value: 15},
+	}, metricdatatest.IgnoreTimestamp())
+}
+
+// Resources of dropped ranks go whole and cost no allocation, however many
+// there are.
+func TestDroppedResourcesDoNotAllocate(t *testing.T) {
+	for _, keepErrors := range []bool{true, false} {
+		cfg := createDefaultConfig().(*Config)
+		cfg.KeepErrors = keepErrors
+		p, err := newRankStrategyProcessor(nopSettings(), cfg, pipeline.SignalTraces)
+		require.NoError(t, err)
+		input := tracesFor(fleet(rankProcess{run: "r", group: "g", worldSize: 1000}))
+		batches := make([]ptrace.Traces, 102)
+		for i := range batches {
+			batches[i] = ptrace.NewTraces()
+			input.CopyTo(batches[i])
+		}
+		i := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			out, err := p.processTraces(context.Background(), batches[i])
+			i++
+			if err != nil || out.ResourceSpans().Len() != 1 {
+				panic(fmt.Sprintf("want the last rank only, got %d resources, err %v", out.ResourceSpans().Len(), err))
+			}
+		})
+		assert.Zero(t, allocs, "keep_errors=%v", keepErrors)
+	}
+}
+
+func TestProcessorsReportMutatesData(t *testing.T) {
+	h := newHarness(t, nil)
+	assert.True(t, h.traces.Capabilities().MutatesData)
+	assert.True(t, h.metrics.Capabilities().MutatesData)
+	assert.True(t, h.logs.Capabilities().MutatesData)
+}
+
+// assertSameTraces compares two batches as OTLP/JSON, which shows a readable
+// diff on failure.
+func assertSameTraces(t *testing.T, want, got ptrace.Traces) {
+	t.Helper()
+	var m ptrace.JSONMarshaler
+	wantJSON, err := m.MarshalTraces(want)
+	require.NoError(t, err)
+	gotJSON, err := m.MarshalTraces(got)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(wantJSON), string(gotJSON))
+}
+
+// The collector may call one processor from several receivers' goroutines
+// at once; the world-size memory and the sampled memo are shared.
+func TestConcurrentBatches(t *testing.T) {
+	procs := fleet(
+		rankProcess{run: "run-a", group: "policy", worldSize: 64},
+		rankProcess{run: "run-a", group: "generation", worldSize: 8},
+	)
+	// Half the resources carry no world size: they rely on the memory.
+	withoutWorldSize := slices.Clone(procs)
+	for i := range withoutWorldSize {
+		if withoutWorldSize[i].rank != withoutWorldSize[i].worldSize-1 {
+			withoutWorldSize[i].worldSize = 0
+		}
+	}
+	h := newHarness(t, nil)
+	// Teach the memory first, so that every later decision is determined.
+	require.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				assert.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
+				assert.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(withoutWorldSize)))
+			}
+		})
+	}
+	wg.Wait()
+	names := spanNames(h.tsink.AllTraces())
+	assert.Len(t, names, 2*(1+4*25*2))
+	for _, n := range names {
+		assert.Contains(t, []string{"run-a/policy/63", "run-a/generation/7"}, n)
+	}
+}

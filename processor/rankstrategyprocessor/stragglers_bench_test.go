@@ -1,0 +1,231 @@
+package rankstrategyprocessor
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+)
+
+// benchStepTree is the 20-span Megatron step of megatronStep, in start
+// order: span 0 is megatron.train_step.
+var benchStepTree = func() []stepNode {
+	tree := []stepNode{{"megatron.train_step", -1}, {"megatron.forward_backward", 0}}
+	for range 4 {
+		fwd := len(tree)
+		tree = append(tree,
+			stepNode{"megatron.microbatch.forward", 1},
+			stepNode{"megatron.layer.self_attention", fwd},
+			stepNode{"megatron.p2p.send_forward", fwd},
+			stepNode{"megatron.microbatch.backward", 1})
+	}
+	return append(tree, stepNode{"megatron.grad_sync.finish", 0}, stepNode{"megatron.optimizer_step", 0})
+}()
+
+// benchRankStep appends one rank's step as NeMo Lens exports it: spans in
+// the order they end (children first, the step span last), each with the
+// attributes megatronStep gives it, the step lasting dur.
+func benchRankStep(spans ptrace.SpanSlice, rank, iteration int, dur time.Duration) {
+	traceID := pcommon.TraceID{0x4c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+	spanID := func(n int) pcommon.SpanID {
+		return pcommon.SpanID{byte(rank >> 8), byte(rank), byte(iteration >> 16), byte(iteration >> 8), byte(iteration), 0, 0, byte(n + 1)}
+	}
+	start := pcommon.Timestamp(1_750_000_000_000_000_000 + uint64(iteration)*uint64(2*time.Second))
+	for n := len(benchStepTree) - 1; n >= 0; n-- {
+		node := benchStepTree[n]
+		s := spans.AppendEmpty()
+		s.SetName(node.name)
+		s.SetTraceID(traceID)
+		s.SetSpanID(spanID(n))
+		if node.parent >= 0 {
+			s.SetParentSpanID(spanID(node.parent))
+			s.SetStartTimestamp(start + pcommon.Timestamp(n)*pcommon.Timestamp(dur/40))
+			s.SetEndTimestamp(s.StartTimestamp() + pcommon.Timestamp(dur/2))
+		} else {
+			s.SetParentSpanID(pcommon.SpanID{0xbb, byte(rank >> 8), byte(rank), 0, 0, 0, 0, 1})
+			s.SetStartTimestamp(start)
+			s.SetEndTimestamp(start + pcommon.Timestamp(dur))
+			s.Attributes().PutDouble("megatron.loss", 2.345)
+			s.Attributes().PutDouble("megatron.grad_norm", 0.87)
+			s.Attributes().PutInt("megatron.num_microbatches", 4)
+		}
+		s.Attributes().PutInt("megatron.iteration", int64(iteration))
+		switch node.name {
+		case "megatron.microbatch.forward", "megatron.microbatch.backward":
+			s.Attributes().PutInt("megatron.microbatch_id", int64((n-2)/4))
+		case "megatron.layer.self_attention":
+			s.Attributes().PutInt("dl.pipeline_parallel.rank", int64(rank%5))
+		case "megatron.optimizer_step":
+			s.Attributes().PutBool("megatron.update_successful", true)
+		}
+	}
+}
+
+// benchStepBatches is one step of a 1,000-rank run as the receiver hands it
+// over: one batch per rank. Rank 17 is twice as slow on every tenth step.
+func benchStepBatches(iteration int) []ptrace.Traces {
+	out := make([]ptrace.Traces, benchRanks)
+	for rank := range benchRanks {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		megatronResource(rs.Resource().Attributes(), rank)
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("megatron.core")
+		dur := time.Second + time.Duration(rank)*time.Microsecond
+		if rank == 17 && iteration%10 == 0 {
+			dur *= 2
+		}
+		benchRankStep(ss.Spans(), rank, iteration, dur)
+		out[rank] = td
+	}
+	return out
+}
+
+// benchStragglers feeds steps of a 1,000-rank run, one per simulated
+// second, to a processor on a fake clock.
+type benchStragglers struct {
+	tp        processor.Traces
+	p         *rankStrategyProcessor
+	clock     *fakeClock
+	iteration int
+}
+
+func newBenchStragglers(b *testing.B, stragglers bool, edit func(*StragglersConfig)) *benchStragglers {
+	b.Helper()
+	cfg := createDefaultConfig().(*Config)
+	if stragglers {
+		sc := cfg.Stragglers.GetOrInsertDefault()
+		if edit != nil {
+			edit(sc)
+		}
+	}
+	require.NoError(b, cfg.Validate())
+	clk := newFakeClock()
+	tp, p, err := newTracesProcessor(context.Background(), nopSettings(), cfg, consumertest.NewNop(), clk)
+	require.NoError(b, err)
+	require.NoError(b, tp.Start(context.Background(), componenttest.NewNopHost()))
+	b.Cleanup(func() { require.NoError(b, tp.Shutdown(context.Background())) })
+	return &benchStragglers{tp: tp, p: p, clock: clk}
+}
+
+func (s *benchStragglers) consume(b *testing.B, batches []ptrace.Traces) {
+	for _, td := range batches {
+		if err := s.tp.ConsumeTraces(context.Background(), td); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// step feeds the next step and lets one second pass (one tick).
+func (s *benchStragglers) step(b *testing.B) {
+	s.iteration++
+	s.consume(b, benchStepBatches(s.iteration))
+	s.clock.Advance(time.Second)
+}
+
+func (s *benchStragglers) held() int {
+	if s.p.stragglers == nil {
+		return 0
+	}
+	s.p.stragglers.mu.Lock()
+	defer s.p.stragglers.mu.Unlock()
+	return s.p.stragglers.held + s.p.stragglers.out.count
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// measureBytesPerHeldSpan fills a buffer that decides nothing with ten
+// steps of 1,000 ranks and divides the heap growth by the spans held:
+// everything the buffer keeps per span (the span as received, its share of
+// its resource and scope, the references, the span-to-step map, the steps'
+// durations).
+func measureBytesPerHeldSpan(b *testing.B) float64 {
+	s := newBenchStragglers(b, true, func(c *StragglersConfig) { c.DecisionWait = time.Hour })
+	before := heapInUse()
+	for i := range 10 {
+		s.consume(b, benchStepBatches(i+1))
+	}
+	after := heapInUse()
+	held := s.held()
+	require.Equal(b, 10*(benchRanks-1)*len(benchStepTree), held)
+	return float64(after-before) / float64(held)
+}
+
+// BenchmarkStragglers runs a 1,000-rank Megatron run through single_rank with
+// stragglers off and on, side by side: one b.N iteration is one step (1,000
+// batches of one rank's 20 spans, sent as ranks export them, children first)
+// plus one second of simulated time, so with the default decision_wait of
+// 10s about ten steps are held at any time. The buffer is filled to that
+// steady state before timing. The garbage collector runs as it would (no
+// forced collections), with the buffer's live spans to mark.
+//
+// proc-cpu-ns/span is the process CPU time spent while the processor
+// consumes the step and its ticker decides (garbage collection that happens
+// meanwhile included); spans/s/core is its inverse. total-cpu-ns/span is
+// the CPU of the whole loop, building the input included: the difference
+// between on and off is everything stragglers cost, wherever the collector
+// ran. peak-held-spans is the most spans held at once (right before a tick),
+// peak-held-MiB that times B/held-span, which is measured once per run by
+// filling a buffer with ten steps and reading the heap.
+func BenchmarkStragglers(b *testing.B) {
+	bytesPerSpan := measureBytesPerHeldSpan(b)
+	spansPerStep := benchRanks * len(benchStepTree)
+	for _, mode := range []struct {
+		name       string
+		stragglers bool
+	}{{"stragglers_off", false}, {"stragglers_on", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			s := newBenchStragglers(b, mode.stragglers, nil)
+			for range 12 {
+				s.step(b)
+			}
+			runtime.GC()
+			var proc time.Duration
+			peak := 0
+			loopStart, cpuOK := processCPUTime()
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				s.iteration++
+				in := benchStepBatches(s.iteration)
+				b.StartTimer()
+				start, _ := processCPUTime()
+				s.consume(b, in)
+				mid, _ := processCPUTime()
+				b.StopTimer()
+				peak = max(peak, s.held())
+				b.StartTimer()
+				tickStart, _ := processCPUTime()
+				s.clock.Advance(time.Second)
+				end, _ := processCPUTime()
+				proc += (mid - start) + (end - tickStart)
+			}
+			loopEnd, _ := processCPUTime()
+			n := float64(b.N) * float64(spansPerStep)
+			if cpuOK {
+				perSpan := float64(proc.Nanoseconds()) / n
+				b.ReportMetric(perSpan, "proc-cpu-ns/span")
+				b.ReportMetric(1e9/perSpan, "spans/s/core")
+				b.ReportMetric(float64((loopEnd-loopStart).Nanoseconds())/n, "total-cpu-ns/span")
+			}
+			b.ReportMetric(float64(peak), "peak-held-spans")
+			if mode.stragglers {
+				b.ReportMetric(bytesPerSpan, "B/held-span")
+				b.ReportMetric(float64(peak)*bytesPerSpan/(1<<20), "peak-held-MiB")
+			}
+		})
+	}
+}

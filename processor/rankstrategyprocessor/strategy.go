@@ -1,0 +1,259 @@
+package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
+
+import (
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+)
+
+// reason says why items were kept or dropped. It is the `reason` attribute of
+// the internal metrics and, for items kept by exception, the value of
+// keptReasonKey.
+type reason uint8
+
+const (
+	reasonSelected reason = iota
+	reasonNotSelected
+	reasonError
+	reasonTruncated
+	reasonSeverity
+	reasonMissingRank
+	reasonInvalidRank
+	reasonMissingWorldSize
+	reasonMissingLocalRank
+	reasonStraggler
+	numReasons
+)
+
+var reasonNames = [numReasons]string{
+	reasonSelected:         "selected",
+	reasonNotSelected:      "not_selected",
+	reasonError:            "error",
+	reasonTruncated:        "truncated",
+	reasonSeverity:         "severity",
+	reasonMissingRank:      "missing_rank",
+	reasonInvalidRank:      "invalid_rank",
+	reasonMissingWorldSize: "missing_world_size",
+	reasonMissingLocalRank: "missing_local_rank",
+	reasonStraggler:        "straggler",
+}
+
+func (r reason) String() string { return reasonNames[r] }
+
+// verdict is the decision for one resource.
+type verdict struct {
+	keep   bool
+	reason reason
+}
+
+// maxRememberedGroups bounds the per-group world-size memory. A collector sees
+// few concurrent runs x worker groups; 4096 is far above that and the map
+// stays around 200 KiB.
+const maxRememberedGroups = 4096
+
+// rankSelector applies a Strategy to one resource's rank identity. It is safe
+// for concurrent use.
+type rankSelector struct {
+	strategy      Strategy
+	exportRank    int64
+	rankKeys      []string
+	worldSizeKeys []string
+	localRankKeys []string
+	groupKeys     []string
+	dropMissing   bool
+	sampled       *sampledRanks
+	ranks         rankList
+
+	logger             *zap.Logger
+	warnedWorldSize    atomic.Bool
+	warnedInvalidValue atomic.Bool
+
+	// worldSizes remembers, per run and group (keyed by a hash of the group
+	// attributes), the world size its last rank reported, for single_rank
+	// with export_rank -1 on resources that carry no world size themselves.
+	seed       maphash.Seed
+	mu         sync.RWMutex
+	worldSizes map[uint64]int64
+}
+
+func newRankSelector(cfg *Config, logger *zap.Logger) (*rankSelector, error) {
+	s := &rankSelector{
+		strategy:      cfg.Strategy,
+		exportRank:    cfg.ExportRank,
+		rankKeys:      cfg.RankKeys,
+		worldSizeKeys: cfg.WorldSizeKeys,
+		localRankKeys: cfg.LocalRankKeys,
+		groupKeys:     cfg.GroupKeys,
+		dropMissing:   cfg.OnMissingRank == MissingRankDrop,
+		logger:        logger,
+		seed:          maphash.MakeSeed(),
+	}
+	switch cfg.Strategy {
+	case StrategySampled:
+		s.sampled = newSampledRanks(cfg.SampleRate)
+	case StrategyRanks:
+		ranks, err := parseRankList(cfg.Ranks)
+		if err != nil {
+			return nil, fmt.Errorf("ranks: %w", err)
+		}
+		s.ranks = ranks
+	case StrategySingleRank:
+		if cfg.ExportRank == -1 {
+			s.worldSizes = make(map[uint64]int64)
+		}
+	}
+	return s, nil
+}
+
+// decide returns whether the resource with these attributes is kept. It reads
+// only the resource, never its spans, metrics or logs, and does not allocate.
+func (s *rankSelector) decide(attrs pcommon.Map) verdict {
+	if s.strategy == StrategyFirstRankPerNode {
+		local, key, status := rankattr.Lookup(attrs, s.localRankKeys)
+		switch status {
+		case rankattr.Missing:
+			return s.unplaced(reasonMissingLocalRank)
+		case rankattr.Invalid:
+			s.warnInvalid(key, attrs)
+			return s.unplaced(reasonInvalidRank)
+		}
+		return s.selected(local == 0)
+	}
+
+	rank, key, status := rankattr.Lookup(attrs, s.rankKeys)
+	switch status {
+	case rankattr.Missing:
+		return s.unplaced(reasonMissingRank)
+	case rankattr.Invalid:
+		s.warnInvalid(key, attrs)
+		return s.unplaced(reasonInvalidRank)
+	}
+
+	switch s.strategy {
+	case StrategyAllRanks:
+		return s.selected(true)
+	case StrategySampled:
+		return s.selected(s.sampled.keep(rank))
+	case StrategyRanks:
+		return s.selected(s.ranks.contains(rank))
+	default: // StrategySingleRank
+		if s.exportRank >= 0 {
+			return s.selected(rank == s.exportRank)
+		}
+		return s.keepLastRank(rank, attrs)
+	}
+}
+
+// keepLastRank decides single_rank with export_rank -1: keep rank world
+// size - 1 of each run and group. The world size is the resource's own; a
+// resource without one falls back to the world size last reported by its
+// group's last rank. Only that rank (one resource in world size) updates the
+// memory, so the common path neither hashes the group nor takes a lock.
+func (s *rankSelector) keepLastRank(rank int64, attrs pcommon.Map) verdict {
+	size, _, status := rankattr.Lookup(attrs, s.worldSizeKeys)
+	if status == rankattr.Valid && size > 0 {
+		last := rank == size-1
+		if last {
+			s.rememberWorldSize(s.groupHash(attrs), size)
+		}
+		return s.selected(last)
+	}
+	s.mu.RLock()
+	size, ok := s.worldSizes[s.groupHash(attrs)]
+	s.mu.RUnlock()
+	if !ok {
+		s.warnMissingWorldSize()
+		return s.unplaced(reasonMissingWorldSize)
+	}
+	return s.selected(rank == size-1)
+}
+
+func (s *rankSelector) selected(keep bool) verdict {
+	if keep {
+		return verdict{keep: true, reason: reasonSelected}
+	}
+	return verdict{keep: false, reason: reasonNotSelected}
+}
+
+// unplaced is the verdict for a resource whose rank identity is unusable.
+func (s *rankSelector) unplaced(r reason) verdict {
+	return verdict{keep: !s.dropMissing, reason: r}
+}
+
+func (s *rankSelector) rememberWorldSize(group uint64, size int64) {
+	s.mu.RLock()
+	known, ok := s.worldSizes[group]
+	s.mu.RUnlock()
+	if ok && known == size {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.worldSizes[group]; !ok && len(s.worldSizes) >= maxRememberedGroups {
+		// Forget an arbitrary group: old runs are the likeliest to be gone.
+		for g := range s.worldSizes {
+			delete(s.worldSizes, g)
+			break
+		}
+	}
+	s.worldSizes[group] = size
+}
+
+// groupHash identifies a resource's run and group by hashing its group
+// attributes, without building a string key. The straggler buffer keys steps
+// and ranks with it too.
+func (s *rankSelector) groupHash(attrs pcommon.Map) uint64 {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	var num [20]byte
+	for _, k := range s.groupKeys {
+		v, ok := attrs.Get(k)
+		if !ok {
+			_ = h.WriteByte(0)
+			continue
+		}
+		_ = h.WriteByte(1)
+		switch v.Type() {
+		case pcommon.ValueTypeStr:
+			_, _ = h.WriteString(v.Str())
+		case pcommon.ValueTypeInt:
+			// An int group id and its decimal string are the same group, as
+			// with ranks.
+			_, _ = h.Write(strconv.AppendInt(num[:0], v.Int(), 10))
+		default:
+			_, _ = h.WriteString(v.AsString())
+		}
+		_ = h.WriteByte(0xff)
+	}
+	return h.Sum64()
+}
+
+func (s *rankSelector) warnMissingWorldSize() {
+	if s.warnedWorldSize.CompareAndSwap(false, true) {
+		action := MissingRankKeep
+		if s.dropMissing {
+			action = MissingRankDrop
+		}
+		s.logger.Warn(fmt.Sprintf("rank_strategy: export_rank is -1 (the last rank, world size - 1) but a resource has no usable world-size attribute (%s) and no world size is known for its run and group (%s); "+
+			"such resources are handled by on_missing_rank=%s and counted with reason missing_world_size. Set %s on every rank, or set export_rank. Logged once.",
+			strings.Join(s.worldSizeKeys, " or "), strings.Join(s.groupKeys, ", "), action, s.worldSizeKeys[0]),
+			zap.Strings("world_size_keys", s.worldSizeKeys))
+	}
+}
+
+func (s *rankSelector) warnInvalid(key string, attrs pcommon.Map) {
+	if s.warnedInvalidValue.CompareAndSwap(false, true) {
+		v, _ := attrs.Get(key)
+		s.logger.Warn("rank_strategy: a resource's rank attribute is not a non-negative integer; such resources are treated as having no rank (on_missing_rank) and counted with reason invalid_rank. Logged once.",
+			zap.String("attribute", key),
+			zap.String("value", v.AsString()))
+	}
+}
