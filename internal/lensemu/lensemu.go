@@ -174,7 +174,7 @@ func (r Rank) Run(ctx context.Context) (Result, error) {
 	}
 	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	lp := sdklog.NewLoggerProvider(sdklog.WithResource(res),
-		sdklog.WithProcessor(sdklog.NewBatchProcessor(exp.logs, sdklog.WithMaxQueueSize(1<<20), sdklog.WithExportInterval(200*time.Millisecond))))
+		sdklog.WithProcessor(sdklog.NewBatchProcessor(exp.logs, sdklog.WithExportInterval(200*time.Millisecond))))
 
 	if err := r.emit(ctx, tp.Tracer("megatron"), mp.Meter("megatron"), reader, lp.Logger("megatron")); err != nil {
 		return Result{}, err
