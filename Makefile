@@ -39,7 +39,6 @@ build: $(BINARY) ## Build _build/otelcol-nemo with ocb (incremental: no-op when 
 
 .PHONY: run
 run: $(BINARY) ## Build and run the collector on the default preset (CONFIG=configs/file.yaml)
-	@mkdir -p "$${NEMO_TELEMETRY_DIR:-./telemetry}"
 	$(BINARY) --config=$(CONFIG)
 
 .PHONY: test
@@ -62,6 +61,14 @@ lint: ## gofmt and go vet
 bench: $(BINARY) ## Run the benchmarks and write BENCHMARKS.md
 	./bench/run.sh
 
+.PHONY: docker
+docker: $(BINARY) ## Build the container image otelcol-nemo:local (FROM scratch; no registry needed)
+	docker/build.sh
+
+.PHONY: docker-test
+docker-test: $(BINARY) ## Build the image; run it and docker-compose.otel.yml on a local Docker daemon (root)
+	docker/test.sh
+
 .PHONY: clean
-clean: ## Remove the build output and tools
-	rm -rf $(BUILD_DIR) $(TOOLS_DIR)
+clean: ## Remove the build output, tools and the staged image context
+	rm -rf $(BUILD_DIR) $(TOOLS_DIR) docker/context

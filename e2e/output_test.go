@@ -2,109 +2,140 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 )
 
-// telemetry is what a preset wrote to its output directory.
+// telemetry is what the jsonl_file exporter wrote under a directory.
 type telemetry struct {
 	lensemu.Result
 	// ByRank counts items per rank (-1: no valid rank attribute).
 	ByRank map[int64]lensemu.Result
 	// ByRun counts items per nemo.run.id ("" for none).
 	ByRun map[string]lensemu.Result
+	// ByFile counts items per file, relative to the directory.
+	ByFile map[string]lensemu.Result
 	// ErrorSpans lists "rank/span name" of every span with status ERROR.
 	ErrorSpans []string
 	// Severities counts log records per rank and severity text, "rank/TEXT".
 	Severities map[string]int
+	// Spans holds every span record, for tests that look at more.
+	Spans []record
 }
 
-// add counts n items of a resource.
-func (got *telemetry) add(res pcommon.Resource, n lensemu.Result) {
-	got.Result = got.Result.Add(n)
-	rank := rankOf(res)
-	got.ByRank[rank] = got.ByRank[rank].Add(n)
-	runID := ""
-	if v, ok := res.Attributes().Get("nemo.run.id"); ok {
-		runID = v.AsString()
+// record is one JSONL line, decoded.
+type record map[string]any
+
+func (r record) str(key string) string { s, _ := r[key].(string); return s }
+
+func (r record) resource() map[string]any { m, _ := r["resource"].(map[string]any); return m }
+
+func (r record) attributes() map[string]any { m, _ := r["attributes"].(map[string]any); return m }
+
+// rank reads the rank from the record's resource through the shared rank
+// rules (int or decimal string, nv.dl.* before dl.*).
+func (r record) rank() int64 {
+	res := r.resource()
+	for _, k := range rankattr.DefaultRankKeys {
+		switch v := res[k].(type) {
+		case json.Number:
+			if n, err := v.Int64(); err == nil && n >= 0 {
+				return n
+			}
+			return -1
+		case string:
+			if n, ok := rankattr.ParseString(v); ok {
+				return n
+			}
+			return -1
+		case nil:
+			continue
+		default:
+			return -1
+		}
 	}
-	got.ByRun[runID] = got.ByRun[runID].Add(n)
+	return -1
 }
 
-func rankOf(res pcommon.Resource) int64 {
-	rank, _, st := rankattr.Lookup(res.Attributes(), rankattr.DefaultRankKeys)
-	if st != rankattr.Valid {
-		return -1
-	}
-	return rank
-}
-
-// readTelemetry parses the file preset's output: one OTLP/JSON export request
-// per line in traces.json, metrics.json and logs.json.
+// readTelemetry parses every *.jsonl file under dir (traces.jsonl,
+// metrics.jsonl, logs.jsonl, per run directory). Every line must be a
+// complete, strictly valid JSON object; jq must accept every file too.
 func readTelemetry(t *testing.T, dir string) telemetry {
 	t.Helper()
-	got := telemetry{ByRank: map[int64]lensemu.Result{}, ByRun: map[string]lensemu.Result{}, Severities: map[string]int{}}
-	eachLine(t, filepath.Join(dir, "traces.json"), func(line []byte) {
-		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(line)
-		if err != nil {
-			t.Fatalf("traces.json: %v", err)
+	got := telemetry{ByRank: map[int64]lensemu.Result{}, ByRun: map[string]lensemu.Result{}, ByFile: map[string]lensemu.Result{}, Severities: map[string]int{}}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".jsonl" {
+			return err
 		}
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			rs := td.ResourceSpans().At(i)
-			n := 0
-			for j := 0; j < rs.ScopeSpans().Len(); j++ {
-				spans := rs.ScopeSpans().At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					if spans.At(k).Status().Code() == ptrace.StatusCodeError {
-						got.ErrorSpans = append(got.ErrorSpans, fmt.Sprintf("%d/%s", rankOf(rs.Resource()), spans.At(k).Name()))
-					}
+		rel, _ := filepath.Rel(dir, path)
+		checkWithJQ(t, path)
+		eachLine(t, path, func(line []byte) {
+			rec := decodeRecord(t, rel, line)
+			var n lensemu.Result
+			switch filepath.Base(path) {
+			case "traces.jsonl":
+				n.Spans = 1
+				got.Spans = append(got.Spans, rec)
+				if rec.str("status") == "StatusCode.ERROR" {
+					got.ErrorSpans = append(got.ErrorSpans, fmt.Sprintf("%d/%s", rec.rank(), rec.str("name")))
 				}
-				n += spans.Len()
+			case "metrics.jsonl":
+				n.DataPoints = 1
+			case "logs.jsonl":
+				n.LogRecords = 1
+				got.Severities[fmt.Sprintf("%d/%s", rec.rank(), rec.str("severity_text"))]++
+			default:
+				t.Fatalf("unexpected output file %s", rel)
 			}
-			got.add(rs.Resource(), lensemu.Result{Spans: int64(n)})
-		}
+			got.Result = got.Result.Add(n)
+			got.ByRank[rec.rank()] = got.ByRank[rec.rank()].Add(n)
+			runID, _ := rec.resource()["nemo.run.id"].(string)
+			got.ByRun[runID] = got.ByRun[runID].Add(n)
+			got.ByFile[rel] = got.ByFile[rel].Add(n)
+		})
+		return nil
 	})
-	eachLine(t, filepath.Join(dir, "metrics.json"), func(line []byte) {
-		md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(line)
-		if err != nil {
-			t.Fatalf("metrics.json: %v", err)
-		}
-		for i := 0; i < md.ResourceMetrics().Len(); i++ {
-			rm := md.ResourceMetrics().At(i)
-			one := pmetric.NewMetrics()
-			rm.CopyTo(one.ResourceMetrics().AppendEmpty())
-			got.add(rm.Resource(), lensemu.Result{DataPoints: int64(one.DataPointCount())})
-		}
-	})
-	eachLine(t, filepath.Join(dir, "logs.json"), func(line []byte) {
-		ld, err := (&plog.JSONUnmarshaler{}).UnmarshalLogs(line)
-		if err != nil {
-			t.Fatalf("logs.json: %v", err)
-		}
-		for i := 0; i < ld.ResourceLogs().Len(); i++ {
-			rl := ld.ResourceLogs().At(i)
-			n := 0
-			for j := 0; j < rl.ScopeLogs().Len(); j++ {
-				records := rl.ScopeLogs().At(j).LogRecords()
-				for k := 0; k < records.Len(); k++ {
-					got.Severities[fmt.Sprintf("%d/%s", rankOf(rl.Resource()), records.At(k).SeverityText())]++
-				}
-				n += records.Len()
-			}
-			got.add(rl.Resource(), lensemu.Result{LogRecords: int64(n)})
-		}
-	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
 	return got
+}
+
+// decodeRecord parses one line strictly: a single JSON object, nothing after it.
+func decodeRecord(t *testing.T, file string, line []byte) record {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	var rec record
+	if err := dec.Decode(&rec); err != nil {
+		t.Fatalf("%s: line is not a JSON object: %v\n%.300s", file, err, line)
+	}
+	if dec.More() {
+		t.Fatalf("%s: more than one JSON value on a line:\n%.300s", file, line)
+	}
+	return rec
+}
+
+// checkWithJQ runs jq over a file: every line must parse for the users' jq
+// recipes to work. CI installs jq (.ci/run).
+func checkWithJQ(t *testing.T, path string) {
+	t.Helper()
+	jq, err := exec.LookPath("jq")
+	if err != nil {
+		t.Fatalf("jq is not installed (apt-get install jq); the e2e tests check the output with it")
+	}
+	if out, err := exec.Command(jq, "-e", "-n", "[inputs | type == \"object\"] | all", path).CombinedOutput(); err != nil {
+		t.Fatalf("jq rejects %s: %v\n%.500s", path, err, out)
+	}
 }
 
 func eachLine(t *testing.T, path string, fn func([]byte)) {
@@ -114,14 +145,17 @@ func eachLine(t *testing.T, path string, fn func([]byte)) {
 		t.Fatalf("open output: %v", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
-	for sc.Scan() {
-		if len(sc.Bytes()) > 0 {
-			fn(sc.Bytes())
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			if line[len(line)-1] != '\n' {
+				t.Fatalf("%s: last line is not newline-terminated (torn): %.300s", path, line)
+			}
+			fn(line[:len(line)-1])
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("read %s: %v", path, err)
+		if err != nil {
+			return
+		}
 	}
 }

@@ -1,0 +1,260 @@
+package jsonlfileexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter"
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+)
+
+// jsonlExporter is shared by the traces, metrics and logs exporters built
+// from one configuration, so that signals whose paths resolve to the same
+// file write through one handle, and the files are closed only after the
+// last of them has shut down (and drained its queue).
+type jsonlExporter struct {
+	writer   *fileWriter
+	fallback string
+	logger   *zap.Logger
+	// batches pools the buffers records are encoded into, so that encoding
+	// a batch allocates nothing once the pool is warm.
+	batches sync.Pool
+
+	mu      sync.Mutex
+	users   int
+	release func() // forgets this exporter in the factory once unused
+}
+
+func newJSONLExporter(cfg *Config, logger *zap.Logger) (*jsonlExporter, error) {
+	set, err := newFileWriterSettings(cfg)
+	if err != nil {
+		return nil, err
+	}
+	w, err := newFileWriter(set, logger)
+	if err != nil {
+		return nil, err
+	}
+	e := &jsonlExporter{writer: w, fallback: cfg.MissingAttributeValue, logger: logger}
+	e.batches.New = func() any { return &batch{} }
+	return e, nil
+}
+
+func (e *jsonlExporter) start(context.Context, component.Host) error {
+	// The directory is created here so that a mistake shows at start; a
+	// failure is not fatal, since the directory may appear later (a mount)
+	// and every write creates what it needs.
+	if err := os.MkdirAll(e.writer.set.directory, e.writer.set.dirPerm); err != nil {
+		e.logger.Error("Cannot create the output directory; writes will fail until it can be created",
+			zap.String("directory", e.writer.set.directory), zap.Error(err))
+	}
+	e.writer.start()
+	return nil
+}
+
+// shutdown is called once per signal exporter; the last one flushes and
+// closes every file.
+func (e *jsonlExporter) shutdown(context.Context) error {
+	e.mu.Lock()
+	e.users--
+	last := e.users <= 0
+	e.mu.Unlock()
+	if !last {
+		return nil
+	}
+	if e.release != nil {
+		e.release()
+	}
+	return e.writer.shutdown()
+}
+
+// batch holds one consumed batch encoded as lines, grouped by file.
+type batch struct {
+	enc     recordEncoder
+	pathBuf []byte
+	groups  []group
+	n       int // groups in use
+}
+
+// group is the lines of one batch that go to one file.
+type group struct {
+	rel       string // path relative to the directory
+	buf       []byte
+	records   int
+	resources []int // indexes of the resources that produced the lines
+}
+
+func (b *batch) reset() {
+	for i := range b.groups[:b.n] {
+		g := &b.groups[i]
+		g.buf = g.buf[:0]
+		g.records = 0
+		g.resources = g.resources[:0]
+	}
+	b.n = 0
+}
+
+// groupFor returns the group of the file that resource number res, with
+// attributes attrs, is written to.
+func (b *batch) groupFor(t *pathTemplate, attrs pcommon.Map, fallback string, res int) *group {
+	b.pathBuf = t.render(b.pathBuf[:0], attrs, fallback)
+	for i := range b.groups[:b.n] {
+		if g := &b.groups[i]; g.rel == string(b.pathBuf) {
+			g.resources = append(g.resources, res)
+			return g
+		}
+	}
+	if b.n == len(b.groups) {
+		b.groups = append(b.groups, group{})
+	}
+	g := &b.groups[b.n]
+	b.n++
+	// Batches of a run usually go to the file the previous batch went to:
+	// keep its name rather than allocate it again.
+	if g.rel != string(b.pathBuf) {
+		g.rel = string(b.pathBuf)
+	}
+	g.resources = append(g.resources, res)
+	return g
+}
+
+// signalExporter is the exporter of one signal: its path template and its
+// internal metrics (which the collector labels with the signal).
+type signalExporter struct {
+	*jsonlExporter
+	tmpl   *pathTemplate
+	tel    *telemetry
+	tb     *metadata.TelemetryBuilder
+	logger *zap.Logger
+}
+
+func (s *signalExporter) shutdown(ctx context.Context) error {
+	defer s.tb.Shutdown()
+	return s.jsonlExporter.shutdown(ctx)
+}
+
+// abandon releases what was acquired for an exporter that was never built.
+func (s *signalExporter) abandon() {
+	_ = s.shutdown(context.Background())
+}
+
+func (s *signalExporter) getBatch() *batch {
+	b := s.batches.Get().(*batch)
+	b.reset()
+	return b
+}
+
+func (s *signalExporter) consumeTraces(_ context.Context, td ptrace.Traces) error {
+	b := s.getBatch()
+	defer s.batches.Put(b)
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		g := b.groupFor(s.tmpl, rs.Resource().Attributes(), s.fallback, i)
+		var n int
+		g.buf, n = b.enc.appendResourceSpans(g.buf, rs)
+		g.records += n
+	}
+	failed, err := s.writeGroups(b, rss.Len())
+	if len(failed) == 0 {
+		return err
+	}
+	retry := ptrace.NewTraces()
+	for _, i := range failed {
+		rss.At(i).CopyTo(retry.ResourceSpans().AppendEmpty())
+	}
+	return consumererror.NewTraces(err, retry)
+}
+
+func (s *signalExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
+	b := s.getBatch()
+	defer s.batches.Put(b)
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		g := b.groupFor(s.tmpl, rm.Resource().Attributes(), s.fallback, i)
+		var n int
+		g.buf, n = b.enc.appendResourceMetrics(g.buf, rm)
+		g.records += n
+	}
+	failed, err := s.writeGroups(b, rms.Len())
+	if len(failed) == 0 {
+		return err
+	}
+	retry := pmetric.NewMetrics()
+	for _, i := range failed {
+		rms.At(i).CopyTo(retry.ResourceMetrics().AppendEmpty())
+	}
+	return consumererror.NewMetrics(err, retry)
+}
+
+func (s *signalExporter) consumeLogs(_ context.Context, ld plog.Logs) error {
+	b := s.getBatch()
+	defer s.batches.Put(b)
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		g := b.groupFor(s.tmpl, rl.Resource().Attributes(), s.fallback, i)
+		var n int
+		g.buf, n = b.enc.appendResourceLogs(g.buf, rl)
+		g.records += n
+	}
+	failed, err := s.writeGroups(b, rls.Len())
+	if len(failed) == 0 {
+		return err
+	}
+	retry := plog.NewLogs()
+	for _, i := range failed {
+		rls.At(i).CopyTo(retry.ResourceLogs().AppendEmpty())
+	}
+	return consumererror.NewLogs(err, retry)
+}
+
+// writeGroups writes each group to its file. It returns nil when all were
+// written. When some failed with an error worth retrying while others were
+// written (or failed for good), it returns the indexes of the resources to
+// retry, so that exporterhelper retries only those and no record is
+// written twice. Otherwise it returns just the error, permanent when no
+// retry can help.
+func (s *signalExporter) writeGroups(b *batch, resources int) ([]int, error) {
+	var retryErrs, permanentErrs []error
+	var failed []int
+	for i := range b.groups[:b.n] {
+		g := &b.groups[i]
+		if g.records == 0 {
+			continue
+		}
+		err := s.writer.write(g.rel, g.buf, g.records, s.tel)
+		if err == nil {
+			continue
+		}
+		if consumererror.IsPermanent(err) {
+			s.logger.Error("Dropping records: the file cannot be written",
+				zap.String("path", s.writer.fileName(g.rel)), zap.Int("records", g.records), zap.Error(err))
+			permanentErrs = append(permanentErrs, err)
+			continue
+		}
+		s.logger.Warn("Writing records failed; exporterhelper will retry them",
+			zap.String("path", s.writer.fileName(g.rel)), zap.Int("records", g.records), zap.Error(err))
+		retryErrs = append(retryErrs, err)
+		failed = append(failed, g.resources...)
+	}
+	switch {
+	case len(retryErrs) == 0 && len(permanentErrs) == 0:
+		return nil, nil
+	case len(retryErrs) == 0:
+		return nil, consumererror.NewPermanent(errors.Join(permanentErrs...))
+	case len(failed) == resources:
+		return nil, errors.Join(retryErrs...)
+	default:
+		return failed, errors.Join(retryErrs...)
+	}
+}

@@ -1,0 +1,158 @@
+package jsonlfileexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter"
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+)
+
+const (
+	defaultTracesPath            = "traces.jsonl"
+	defaultMetricsPath           = "metrics.jsonl"
+	defaultLogsPath              = "logs.jsonl"
+	defaultMissingAttributeValue = "unknown"
+	defaultMaxOpenFiles          = 100
+	defaultFilePermissions       = "0640"
+	defaultFlushInterval         = time.Second
+)
+
+// NewFactory returns the factory of the jsonl_file exporter.
+func NewFactory() exporter.Factory {
+	s := &sharedExporters{byConfig: make(map[component.Config]*jsonlExporter)}
+	return exporter.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		exporter.WithTraces(s.createTraces, metadata.TracesStability),
+		exporter.WithMetrics(s.createMetrics, metadata.MetricsStability),
+		exporter.WithLogs(s.createLogs, metadata.LogsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		TimeoutConfig:         exporterhelper.NewDefaultTimeoutConfig(),
+		QueueConfig:           configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
+		RetryConfig:           configretry.NewDefaultBackOffConfig(),
+		TracesPath:            defaultTracesPath,
+		MetricsPath:           defaultMetricsPath,
+		LogsPath:              defaultLogsPath,
+		MissingAttributeValue: defaultMissingAttributeValue,
+		MaxOpenFiles:          defaultMaxOpenFiles,
+		Append:                true,
+		FilePermissions:       defaultFilePermissions,
+		Compression:           compressionNone,
+		FlushInterval:         defaultFlushInterval,
+	}
+}
+
+// sharedExporters hands the exporters of one configuration the same
+// jsonlExporter. It belongs to one factory; there is no package state.
+type sharedExporters struct {
+	mu       sync.Mutex
+	byConfig map[component.Config]*jsonlExporter
+}
+
+func (s *sharedExporters) acquire(cfg *Config, set exporter.Settings) (*jsonlExporter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byConfig[cfg]
+	if !ok {
+		var err error
+		e, err = newJSONLExporter(cfg, set.Logger)
+		if err != nil {
+			return nil, err
+		}
+		e.release = func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.byConfig[cfg] == e {
+				delete(s.byConfig, cfg)
+			}
+		}
+		s.byConfig[cfg] = e
+	}
+	e.mu.Lock()
+	e.users++
+	e.mu.Unlock()
+	return e, nil
+}
+
+// newSignalExporter builds the part of the exporter that belongs to one
+// signal, and the exporterhelper options every signal shares.
+func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, path string) (*signalExporter, []exporterhelper.Option, error) {
+	tmpl, err := parsePathTemplate(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create telemetry: %w", err)
+	}
+	shared, err := s.acquire(cfg, set)
+	if err != nil {
+		tb.Shutdown()
+		return nil, nil, err
+	}
+	se := &signalExporter{jsonlExporter: shared, tmpl: tmpl, tel: newTelemetry(tb), tb: tb, logger: set.Logger}
+	opts := []exporterhelper.Option{
+		exporterhelper.WithStart(shared.start),
+		exporterhelper.WithShutdown(se.shutdown),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		exporterhelper.WithTimeout(cfg.TimeoutConfig),
+		exporterhelper.WithRetry(cfg.RetryConfig),
+		exporterhelper.WithQueue(cfg.QueueConfig),
+	}
+	return se, opts, nil
+}
+
+func (s *sharedExporters) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	c := cfg.(*Config)
+	se, opts, err := s.newSignalExporter(set, c, c.TracesPath)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewTraces(ctx, set, cfg, se.consumeTraces, opts...)
+	if err != nil {
+		se.abandon()
+		return nil, err
+	}
+	return exp, nil
+}
+
+func (s *sharedExporters) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+	c := cfg.(*Config)
+	se, opts, err := s.newSignalExporter(set, c, c.MetricsPath)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewMetrics(ctx, set, cfg, se.consumeMetrics, opts...)
+	if err != nil {
+		se.abandon()
+		return nil, err
+	}
+	return exp, nil
+}
+
+func (s *sharedExporters) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	c := cfg.(*Config)
+	se, opts, err := s.newSignalExporter(set, c, c.LogsPath)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewLogs(ctx, set, cfg, se.consumeLogs, opts...)
+	if err != nil {
+		se.abandon()
+		return nil, err
+	}
+	return exp, nil
+}

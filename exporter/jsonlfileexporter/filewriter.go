@@ -1,0 +1,655 @@
+package jsonlfileexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter"
+
+import (
+	"bytes"
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.uber.org/zap"
+)
+
+const (
+	// flushThreshold is how many bytes of records a file buffers before they
+	// are written without waiting for flush_interval. With compression each
+	// write is one gzip member or zstd frame, so this is also their size.
+	flushThreshold = 256 << 10
+
+	// repairWindow is how far back from the end of an existing file the
+	// exporter looks for the last complete line (see repairTail).
+	repairWindow = 16 << 20
+
+	// backupTimeFormat is the time in rotated file names, as in lumberjack
+	// and the contrib file exporter: traces-2025-01-31T12-00-00.000.jsonl.
+	backupTimeFormat = "2006-01-02T15-04-05.000"
+
+	mib = 1 << 20
+)
+
+// fileWriterSettings is the part of Config the file writer needs, resolved.
+type fileWriterSettings struct {
+	directory     string // absolute
+	perm          os.FileMode
+	dirPerm       os.FileMode
+	appendMode    bool
+	compression   string
+	fsync         bool
+	flushInterval time.Duration
+	maxOpenFiles  int
+	maxBytes      int64
+	maxDays       int
+	maxBackups    int
+	localTime     bool
+}
+
+func newFileWriterSettings(cfg *Config) (fileWriterSettings, error) {
+	dir, err := filepath.Abs(cfg.Directory)
+	if err != nil {
+		return fileWriterSettings{}, fmt.Errorf("directory %q: %w", cfg.Directory, err)
+	}
+	perm, err := parseFilePermissions(cfg.FilePermissions)
+	if err != nil {
+		return fileWriterSettings{}, err
+	}
+	compression := cfg.Compression
+	if compression == compressionNone {
+		compression = ""
+	}
+	return fileWriterSettings{
+		directory:     dir,
+		perm:          perm,
+		dirPerm:       dirPermissions(perm),
+		appendMode:    cfg.Append,
+		compression:   compression,
+		fsync:         cfg.Fsync,
+		flushInterval: cfg.FlushInterval,
+		maxOpenFiles:  cfg.MaxOpenFiles,
+		maxBytes:      int64(cfg.Rotation.MaxMegabytes) * mib,
+		maxDays:       cfg.Rotation.MaxDays,
+		maxBackups:    cfg.Rotation.MaxBackups,
+		localTime:     cfg.Rotation.LocalTime,
+	}, nil
+}
+
+// compressor is the part of gzip.Writer and zstd.Encoder the writer uses:
+// each flush becomes one complete gzip member or zstd frame.
+type compressor interface {
+	Reset(w io.Writer)
+	Write(p []byte) (int, error)
+	Close() error
+}
+
+// fileWriter owns the output files. Records arrive as complete lines, are
+// buffered per file and reach the file in writes of whole lines only; a
+// failed write is taken back (the file is truncated to its previous size),
+// so a file never holds part of a line because of an error.
+type fileWriter struct {
+	set    fileWriterSettings
+	logger *zap.Logger
+	now    func() time.Time
+
+	mu    sync.Mutex
+	files map[string]*outFile // by path relative to the directory
+	lru   list.List           // of *outFile, most recently used first
+	// seen records the files this writer has opened: true when the writer
+	// knows the file ends with a complete line (or compressed member).
+	seen       map[string]bool
+	comp       compressor
+	compressed bytes.Buffer
+	closed     bool
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	stop      chan struct{}
+	done      chan struct{} // closed when the periodic flush has ended
+}
+
+// outFile is one output file. f is nil while the file is closed after an
+// error it could not take back; the next write reopens (and repairs) it.
+type outFile struct {
+	rel            string
+	path           string // absolute
+	f              *os.File
+	size           int64
+	pending        []byte // complete lines not yet written
+	pendingRecords int
+	tel            *telemetry
+	elem           *list.Element
+}
+
+func newFileWriter(set fileWriterSettings, logger *zap.Logger) (*fileWriter, error) {
+	w := &fileWriter{
+		set:    set,
+		logger: logger,
+		now:    time.Now,
+		files:  make(map[string]*outFile),
+		seen:   make(map[string]bool),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	switch set.compression {
+	case compressionGzip:
+		gz, err := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+		if err != nil {
+			return nil, fmt.Errorf("gzip writer: %w", err)
+		}
+		w.comp = gz
+	case compressionZstd:
+		enc, err := zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("zstd writer: %w", err)
+		}
+		w.comp = enc
+	}
+	return w, nil
+}
+
+// fileName returns the file name for a rendered template: compression adds
+// its suffix unless the template already ends with it.
+func (w *fileWriter) fileName(rel string) string {
+	var suffix string
+	switch w.set.compression {
+	case compressionGzip:
+		suffix = ".gz"
+	case compressionZstd:
+		suffix = ".zst"
+	}
+	p := filepath.Join(w.set.directory, rel)
+	if suffix != "" && !strings.HasSuffix(p, suffix) {
+		p += suffix
+	}
+	return p
+}
+
+// start begins the periodic flush.
+func (w *fileWriter) start() {
+	w.startOnce.Do(w.runFlushLoop)
+}
+
+func (w *fileWriter) runFlushLoop() {
+	if w.set.flushInterval <= 0 {
+		close(w.done)
+		return
+	}
+	go func() {
+		defer close(w.done)
+		ticker := time.NewTicker(w.set.flushInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-ticker.C:
+				w.flushAll()
+			}
+		}
+	}()
+}
+
+// write queues data, complete lines holding records records, for the file
+// rel. It writes at once when flush_interval is 0 or the file's buffer is
+// full. On error nothing of data is in the file, and data is not kept.
+func (w *fileWriter) write(rel string, data []byte, records int, tel *telemetry) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return consumererror.NewPermanent(errors.New("jsonl_file exporter is shut down"))
+	}
+	of, err := w.acquire(rel, tel)
+	if err != nil {
+		return err
+	}
+	if w.set.flushInterval > 0 && len(of.pending)+len(data) < flushThreshold {
+		of.pending = append(of.pending, data...)
+		of.pendingRecords += records
+		return nil
+	}
+	return w.flush(of, data, records, tel)
+}
+
+// flushAll writes the buffered records of every file. Failures are logged
+// and counted; the records stay buffered for the next attempt.
+func (w *fileWriter) flushAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for e := w.lru.Front(); e != nil; e = e.Next() {
+		of := e.Value.(*outFile)
+		if len(of.pending) == 0 {
+			continue
+		}
+		if err := w.flush(of, nil, 0, of.tel); err != nil {
+			w.logger.Warn("Flushing buffered records failed; will retry",
+				zap.String("path", of.path), zap.Int("records", of.pendingRecords), zap.Error(err))
+		}
+	}
+}
+
+// acquire returns the open file for rel, opening it (and closing the least
+// recently used file when max_open_files are open) as needed.
+func (w *fileWriter) acquire(rel string, tel *telemetry) (*outFile, error) {
+	if of, ok := w.files[rel]; ok {
+		w.lru.MoveToFront(of.elem)
+		return of, nil
+	}
+	for len(w.files) >= w.set.maxOpenFiles {
+		if err := w.evictOne(); err != nil {
+			return nil, err
+		}
+	}
+	of := &outFile{rel: rel, path: w.fileName(rel), tel: tel}
+	if err := w.open(of); err != nil {
+		return nil, err
+	}
+	of.elem = w.lru.PushFront(of)
+	w.files[rel] = of
+	return of, nil
+}
+
+// evictOne flushes and closes the least recently used file that can be
+// flushed. A file whose records cannot be written stays open, so that no
+// accepted record is lost.
+func (w *fileWriter) evictOne() error {
+	var errs []error
+	for e := w.lru.Back(); e != nil; e = e.Prev() {
+		of := e.Value.(*outFile)
+		if err := w.closeFile(of); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.lru.Remove(e)
+		delete(w.files, of.rel)
+		return nil
+	}
+	return fmt.Errorf("max_open_files (%d) files are open and none could be closed: %w", w.set.maxOpenFiles, errors.Join(errs...))
+}
+
+// closeFile flushes and closes of. On a flush error the file stays open.
+func (w *fileWriter) closeFile(of *outFile) error {
+	if err := w.flush(of, nil, 0, of.tel); err != nil {
+		return err
+	}
+	if of.f == nil {
+		return nil
+	}
+	err := of.f.Close()
+	of.f = nil
+	if err != nil {
+		of.tel.failed(opClose)
+		// Every byte was written before the close, so only the error is left
+		// to report; the file's end is not known to be a complete line.
+		w.seen[of.path] = false
+		return fmt.Errorf("close %s: %w", of.path, err)
+	}
+	return nil
+}
+
+// flush writes the file's buffered records followed by extra, all in one
+// write, so a reader or a crash sees all of them or none. On error the file
+// is as before and the buffered records are kept; extra is not.
+func (w *fileWriter) flush(of *outFile, extra []byte, extraRecords int, tel *telemetry) error {
+	if len(of.pending) == 0 && len(extra) == 0 {
+		return nil
+	}
+	pendingLen := len(of.pending)
+	var payload []byte
+	switch {
+	case w.comp != nil:
+		w.compressed.Reset()
+		w.comp.Reset(&w.compressed)
+		_, err1 := w.comp.Write(of.pending)
+		_, err2 := w.comp.Write(extra)
+		if err := errors.Join(err1, err2, w.comp.Close()); err != nil {
+			return fmt.Errorf("compress records for %s: %w", of.path, err)
+		}
+		payload = w.compressed.Bytes()
+	case pendingLen == 0:
+		payload = extra
+	default:
+		of.pending = append(of.pending, extra...)
+		payload = of.pending
+	}
+	if err := w.writeFile(of, payload, tel); err != nil {
+		of.pending = of.pending[:pendingLen]
+		return err
+	}
+	of.tel.written(of.pendingRecords, 0)
+	tel.written(extraRecords, 0)
+	of.pending = of.pending[:0]
+	of.pendingRecords = 0
+	if cap(of.pending) > 4*flushThreshold {
+		// A burst grew the buffer; do not hold on to it for every open file.
+		of.pending = nil
+	}
+	return nil
+}
+
+// writeFile appends payload, whole lines or whole compressed members, to
+// the file, rotating first when the write would take the file past
+// rotation::max_megabytes.
+func (w *fileWriter) writeFile(of *outFile, payload []byte, tel *telemetry) error {
+	if of.f == nil {
+		if err := w.open(of); err != nil {
+			return err
+		}
+	}
+	if w.set.maxBytes > 0 && of.size > 0 && of.size+int64(len(payload)) > w.set.maxBytes {
+		if err := w.rotate(of); err != nil {
+			tel.failed(opRotate)
+			w.logger.Error("Rotating file failed; writing on to the current file",
+				zap.String("path", of.path), zap.Error(err))
+			if of.f == nil {
+				if err := w.open(of); err != nil {
+					return err
+				}
+			}
+		} else {
+			tel.rotated()
+		}
+	}
+	n, err := of.f.Write(payload)
+	op := opWrite
+	if err == nil && w.set.fsync {
+		op = opSync
+		err = of.f.Sync()
+	}
+	if err != nil {
+		tel.failed(op)
+		// Take the partial write back: the file must end with a complete line.
+		if n > 0 || op == opSync {
+			if terr := of.f.Truncate(of.size); terr != nil {
+				w.logger.Error("Cannot remove a partial write; the file will be repaired when reopened",
+					zap.String("path", of.path), zap.Error(terr))
+				w.seen[of.path] = false
+				_ = of.f.Close()
+				of.f = nil
+			}
+		}
+		return classifyFileError(fmt.Errorf("%s %s: %w", op, of.path, err))
+	}
+	of.size += int64(n)
+	tel.written(0, n)
+	return nil
+}
+
+// open opens (creating as needed) the file of. An existing file is appended
+// to; when it does not end with a complete line, because a crash cut a
+// write short, its unterminated tail is removed first. A compressed file
+// that existed before this writer is moved aside instead, since a cut
+// compressed member would make everything appended after it unreadable.
+func (w *fileWriter) open(of *outFile) error {
+	clean, seen := w.seen[of.path]
+	if err := os.MkdirAll(filepath.Dir(of.path), w.set.dirPerm); err != nil {
+		of.tel.failed(opOpen)
+		return classifyFileError(fmt.Errorf("create directory for %s: %w", of.path, err))
+	}
+	st, statErr := os.Stat(of.path)
+	existed := statErr == nil
+	if existed && !st.Mode().IsRegular() {
+		of.tel.failed(opOpen)
+		return consumererror.NewPermanent(fmt.Errorf("open %s: not a regular file (%s)", of.path, st.Mode().Type()))
+	}
+	flag := os.O_RDWR | os.O_CREATE | os.O_APPEND
+	switch {
+	case !seen && !w.set.appendMode:
+		flag |= os.O_TRUNC
+	case existed && st.Size() > 0 && w.comp != nil && (!seen || !clean):
+		if err := w.moveAside(of.path); err != nil {
+			of.tel.failed(opOpen)
+			return classifyFileError(fmt.Errorf("move aside %s: %w", of.path, err))
+		}
+		existed = false
+	}
+	f, err := os.OpenFile(of.path, flag, w.set.perm)
+	if err != nil {
+		of.tel.failed(opOpen)
+		return classifyFileError(fmt.Errorf("open %s: %w", of.path, err))
+	}
+	if !existed {
+		// The umask must not narrow the configured file_permissions.
+		if err := f.Chmod(w.set.perm); err != nil {
+			w.logger.Warn("Cannot set file_permissions", zap.String("path", of.path), zap.Error(err))
+		}
+		if w.set.fsync {
+			syncDir(filepath.Dir(of.path))
+		}
+	}
+	st, err = f.Stat()
+	if err != nil {
+		_ = f.Close()
+		of.tel.failed(opOpen)
+		return classifyFileError(fmt.Errorf("stat %s: %w", of.path, err))
+	}
+	size := st.Size()
+	if size > 0 && w.comp == nil {
+		size, err = w.repairTail(f, of.path, size)
+		if err != nil {
+			_ = f.Close()
+			of.tel.failed(opOpen)
+			return classifyFileError(err)
+		}
+	}
+	of.f = f
+	of.size = size
+	w.seen[of.path] = true
+	return nil
+}
+
+// repairTail makes an existing file end with a complete line. A write cut
+// short by SIGKILL or a power loss can leave an unterminated last line; it
+// is removed, so that the lines appended next are not glued to it. It
+// returns the file's new size.
+func (w *fileWriter) repairTail(f *os.File, path string, size int64) (int64, error) {
+	var buf [64 << 10]byte
+	end := size
+	for end > 0 && size-end < repairWindow {
+		chunk := min(end, int64(len(buf)))
+		off := end - chunk
+		n, err := f.ReadAt(buf[:chunk], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("read end of %s: %w", path, err)
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			keep := off + int64(i) + 1
+			if keep == size {
+				return size, nil
+			}
+			if err := f.Truncate(keep); err != nil {
+				return 0, fmt.Errorf("remove incomplete last line of %s: %w", path, err)
+			}
+			w.logger.Warn("Removed an incomplete last line left by an interrupted write",
+				zap.String("path", path), zap.Int64("bytes", size-keep))
+			return keep, nil
+		}
+		end = off
+	}
+	if end == 0 {
+		if err := f.Truncate(0); err != nil {
+			return 0, fmt.Errorf("remove incomplete line of %s: %w", path, err)
+		}
+		w.logger.Warn("Removed an incomplete line left by an interrupted write",
+			zap.String("path", path), zap.Int64("bytes", size))
+		return 0, nil
+	}
+	// No line end in the last repairWindow bytes: this is not a file of
+	// ours. Terminate the line rather than cut someone else's data.
+	if _, err := f.Write([]byte{'\n'}); err != nil {
+		return 0, fmt.Errorf("terminate last line of %s: %w", path, err)
+	}
+	w.logger.Warn("File did not end with a line end; added one", zap.String("path", path))
+	return size + 1, nil
+}
+
+// rotate moves the current file aside under a timestamped name and opens a
+// new one, then prunes old rotated files.
+func (w *fileWriter) rotate(of *outFile) error {
+	if err := of.f.Close(); err != nil {
+		of.tel.failed(opClose)
+		w.logger.Warn("Closing file for rotation failed", zap.String("path", of.path), zap.Error(err))
+	}
+	of.f = nil
+	if err := w.moveAside(of.path); err != nil {
+		return err
+	}
+	w.seen[of.path] = true
+	if err := w.open(of); err != nil {
+		return err
+	}
+	w.prune(of.path)
+	return nil
+}
+
+// moveAside renames path to its rotated name.
+func (w *fileWriter) moveAside(path string) error {
+	t := w.now()
+	if !w.set.localTime {
+		t = t.UTC()
+	}
+	prefix, ext := splitBackupName(path)
+	var backup string
+	for range 1000 {
+		backup = prefix + "-" + t.Format(backupTimeFormat) + ext
+		if _, err := os.Lstat(backup); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		t = t.Add(time.Millisecond)
+	}
+	if err := os.Rename(path, backup); err != nil {
+		return fmt.Errorf("rotate %s: %w", path, err)
+	}
+	if w.set.fsync {
+		syncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// splitBackupName splits /d/traces.jsonl.gz into /d/traces and .jsonl.gz.
+func splitBackupName(path string) (prefix, ext string) {
+	comp := ""
+	for _, s := range []string{".gz", ".zst"} {
+		if strings.HasSuffix(path, s) {
+			comp = s
+			path = strings.TrimSuffix(path, s)
+			break
+		}
+	}
+	ext = filepath.Ext(path)
+	if strings.ContainsRune(ext, filepath.Separator) {
+		ext = ""
+	}
+	return strings.TrimSuffix(path, ext), ext + comp
+}
+
+// prune removes rotated files of path beyond rotation::max_backups or older
+// than rotation::max_days.
+func (w *fileWriter) prune(path string) {
+	if w.set.maxBackups == 0 && w.set.maxDays == 0 {
+		return
+	}
+	prefix, ext := splitBackupName(path)
+	dir, base := filepath.Split(prefix)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		w.logger.Warn("Listing rotated files failed", zap.String("directory", dir), zap.Error(err))
+		return
+	}
+	type backup struct {
+		name string
+		t    time.Time
+	}
+	loc := time.UTC
+	if w.set.localTime {
+		loc = time.Local
+	}
+	var backups []backup
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasPrefix(name, base+"-") || !strings.HasSuffix(name, ext) {
+			continue
+		}
+		stamp := name[len(base)+1 : len(name)-len(ext)]
+		t, err := time.ParseInLocation(backupTimeFormat, stamp, loc)
+		if err != nil {
+			continue
+		}
+		backups = append(backups, backup{name: name, t: t})
+	}
+	sort.Slice(backups, func(i, j int) bool { return backups[i].t.After(backups[j].t) })
+	cutoff := w.now().Add(-time.Duration(w.set.maxDays) * 24 * time.Hour)
+	for i, b := range backups {
+		tooMany := w.set.maxBackups > 0 && i >= w.set.maxBackups
+		tooOld := w.set.maxDays > 0 && b.t.Before(cutoff)
+		if !tooMany && !tooOld {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, b.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			w.logger.Warn("Removing rotated file failed", zap.String("path", filepath.Join(dir, b.name)), zap.Error(err))
+		}
+	}
+}
+
+// shutdown stops the periodic flush, writes every buffered record and
+// closes all files. Records that cannot be written are reported.
+func (w *fileWriter) shutdown() error {
+	w.stopOnce.Do(func() { close(w.stop) })
+	w.startOnce.Do(func() { close(w.done) }) // never started: nothing to wait for
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var errs []error
+	for e := w.lru.Front(); e != nil; e = e.Next() {
+		of := e.Value.(*outFile)
+		records := of.pendingRecords
+		if err := w.closeFile(of); err != nil {
+			w.logger.Error("Records lost at shutdown: cannot write them",
+				zap.String("path", of.path), zap.Int("records", records), zap.Error(err))
+			errs = append(errs, err)
+			if of.f != nil {
+				_ = of.f.Close()
+				of.f = nil
+			}
+		}
+	}
+	w.lru.Init()
+	clear(w.files)
+	return errors.Join(errs...)
+}
+
+// classifyFileError marks errors that retrying cannot fix as permanent: the
+// path is blocked by something that is not a directory or a regular file,
+// or is too long. Everything else (a full disk, a missing permission, an
+// I/O error) is worth retrying.
+func classifyFileError(err error) error {
+	for _, errno := range []syscall.Errno{syscall.ENOTDIR, syscall.EISDIR, syscall.ENAMETOOLONG, syscall.ELOOP} {
+		if errors.Is(err, errno) {
+			return consumererror.NewPermanent(err)
+		}
+	}
+	return err
+}
+
+// syncDir makes a new or renamed directory entry durable (fsync: true).
+func syncDir(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	_ = d.Sync()
+	_ = d.Close()
+}

@@ -1,0 +1,177 @@
+package jsonlfileexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter"
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// maxPathValueBytes caps the bytes one attribute value contributes to a
+// path, well under the 255-byte limit of a file name on common filesystems.
+const maxPathValueBytes = 128
+
+// pathTemplate is a file path relative to the output directory in which
+// `{attribute.key}` is replaced with the value of that resource attribute.
+type pathTemplate struct {
+	parts []templatePart
+	// static is the path when the template has no attribute reference.
+	static string
+}
+
+type templatePart struct {
+	literal string
+	attr    string // the attribute key when this part is a reference
+}
+
+func parsePathTemplate(s string) (*pathTemplate, error) {
+	if s == "" {
+		return nil, errors.New("must not be empty")
+	}
+	if filepath.IsAbs(s) {
+		return nil, fmt.Errorf("must be relative to directory, got %q", s)
+	}
+	if strings.HasSuffix(s, "/") {
+		return nil, fmt.Errorf("must name a file, got %q", s)
+	}
+	// Drop empty and "." elements so that every template names its files
+	// by one clean relative path; files are told apart by that path.
+	elems := strings.Split(s, "/")
+	kept := elems[:0]
+	for _, e := range elems {
+		if e != "" && e != "." {
+			kept = append(kept, e)
+		}
+	}
+	t := &pathTemplate{}
+	rest := strings.Join(kept, "/")
+	if rest == "" {
+		return nil, fmt.Errorf("must name a file, got %q", s)
+	}
+	for rest != "" {
+		open := strings.IndexAny(rest, "{}")
+		if open < 0 {
+			t.parts = append(t.parts, templatePart{literal: rest})
+			break
+		}
+		if rest[open] == '}' {
+			return nil, fmt.Errorf("unmatched '}' in %q", s)
+		}
+		if open > 0 {
+			t.parts = append(t.parts, templatePart{literal: rest[:open]})
+		}
+		end := strings.IndexAny(rest[open+1:], "{}")
+		if end < 0 || rest[open+1+end] == '{' {
+			return nil, fmt.Errorf("unclosed '{' in %q", s)
+		}
+		key := rest[open+1 : open+1+end]
+		if strings.TrimSpace(key) == "" {
+			return nil, fmt.Errorf("empty attribute reference '{}' in %q", s)
+		}
+		if strings.ContainsRune(key, '/') {
+			return nil, fmt.Errorf("attribute reference {%s} must not contain '/' in %q", key, s)
+		}
+		t.parts = append(t.parts, templatePart{attr: key})
+		rest = rest[open+1+end+1:]
+	}
+
+	// Attribute values can never contain a separator or start with a dot, so
+	// checking the template with a plain stand-in value checks every path it
+	// can produce.
+	var sample []byte
+	static := true
+	for _, p := range t.parts {
+		if p.attr != "" {
+			sample = append(sample, 'x')
+			static = false
+		} else {
+			sample = append(sample, p.literal...)
+		}
+	}
+	path := string(sample)
+	switch {
+	case filepath.IsAbs(path):
+		return nil, fmt.Errorf("must be relative to directory, got %q", s)
+	case !filepath.IsLocal(path):
+		return nil, fmt.Errorf("must stay inside directory (no '..' element), got %q", s)
+	case strings.ContainsFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
+		return nil, fmt.Errorf("must not contain control characters or '\\', got %q", s)
+	}
+	if static {
+		t.static = path
+	}
+	return t, nil
+}
+
+// render appends the path for a resource with attributes attrs to dst.
+// Missing or empty attributes take fallback.
+func (t *pathTemplate) render(dst []byte, attrs pcommon.Map, fallback string) []byte {
+	if t.static != "" {
+		return append(dst, t.static...)
+	}
+	for _, p := range t.parts {
+		if p.attr == "" {
+			dst = append(dst, p.literal...)
+			continue
+		}
+		v, ok := attrs.Get(p.attr)
+		if !ok {
+			dst = appendPathValue(dst, fallback)
+			continue
+		}
+		var s string
+		switch v.Type() {
+		case pcommon.ValueTypeStr:
+			s = v.Str()
+		case pcommon.ValueTypeInt:
+			dst = strconv.AppendInt(dst, v.Int(), 10)
+			continue
+		case pcommon.ValueTypeEmpty:
+		default:
+			s = v.AsString()
+		}
+		if s == "" {
+			s = fallback
+		}
+		dst = appendPathValue(dst, s)
+	}
+	return dst
+}
+
+// appendPathValue appends s as one path-safe piece: separators, control
+// characters and bytes that are not UTF-8 become '_', a leading '.' becomes
+// '_' (so neither "." nor ".." nor a hidden file can result), and the value
+// is cut to maxPathValueBytes on a character boundary.
+func appendPathValue(dst []byte, s string) []byte {
+	n := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if n+size > maxPathValueBytes {
+			break
+		}
+		switch {
+		case r == utf8.RuneError && size == 1, r < 0x20, r == 0x7f, r == '/', r == '\\', i == 0 && r == '.':
+			dst = append(dst, '_')
+		default:
+			dst = append(dst, s[i:i+size]...)
+		}
+		n += size
+		i += size
+	}
+	return dst
+}
+
+// checkPathValue reports whether s can be used as is in a path.
+func checkPathValue(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if string(appendPathValue(nil, s)) != s {
+		return fmt.Errorf("must be at most %d bytes of UTF-8 without '/', '\\', control characters or a leading '.', got %q", maxPathValueBytes, s)
+	}
+	return nil
+}
