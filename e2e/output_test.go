@@ -28,8 +28,8 @@ type telemetry struct {
 	ErrorSpans []string
 	// Severities counts log records per rank and severity text, "rank/TEXT".
 	Severities map[string]int
-	// Spans holds every span record, for tests that look at more.
-	Spans []record
+	// SpanRecords holds every span record, for tests that look at more.
+	SpanRecords []record
 }
 
 // record is one JSONL line, decoded.
@@ -84,7 +84,7 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 			switch filepath.Base(path) {
 			case "traces.jsonl":
 				n.Spans = 1
-				got.Spans = append(got.Spans, rec)
+				got.SpanRecords = append(got.SpanRecords, rec)
 				if rec.str("status") == "StatusCode.ERROR" {
 					got.ErrorSpans = append(got.ErrorSpans, fmt.Sprintf("%d/%s", rec.rank(), rec.str("name")))
 				}

@@ -46,7 +46,7 @@ func TestStragglerStepsAreKept(t *testing.T) {
 		}
 	}
 	iterations := map[string]int{}
-	for _, span := range got.Spans {
+	for _, span := range got.SpanRecords {
 		if span.rank() != straggler {
 			continue
 		}

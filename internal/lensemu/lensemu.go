@@ -176,10 +176,10 @@ func (r Rank) Run(ctx context.Context) (Result, error) {
 	lp := sdklog.NewLoggerProvider(sdklog.WithResource(res),
 		sdklog.WithProcessor(sdklog.NewBatchProcessor(exp.logs, sdklog.WithExportInterval(200*time.Millisecond))))
 
-	if err := r.emit(ctx, tp.Tracer("megatron"), mp.Meter("megatron"), reader, lp.Logger("megatron")); err != nil {
-		return Result{}, err
-	}
-	err = errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx), lp.Shutdown(ctx))
+	// On an error the rank stops sending, but what was acknowledged until then
+	// still counts.
+	emitErr := r.emit(ctx, tp.Tracer("megatron"), mp.Meter("megatron"), reader, lp.Logger("megatron"))
+	err = errors.Join(emitErr, tp.Shutdown(ctx), mp.Shutdown(ctx), lp.Shutdown(ctx))
 	return exp.result(), errors.Join(err, exp.firstError())
 }
 
