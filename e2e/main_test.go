@@ -30,6 +30,7 @@ func testEnv(t *testing.T) map[string]string {
 		"HONEYCOMB_API_KEY":           "test-honeycomb-key-0123456789abcdef",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
 		"OTLP_BEARER_TOKEN":           "test-bearer-token",
+		"WANDB_API_KEY":               "test-wandb-key",
 		"OTLP_TLS_CERT_FILE":          "testdata/not-loaded-by-validate.crt",
 		"OTLP_TLS_KEY_FILE":           "testdata/not-loaded-by-validate.key",
 	}

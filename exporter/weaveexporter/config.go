@@ -1,0 +1,219 @@
+package weaveexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter"
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configcompression"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+)
+
+const (
+	// defaultEndpoint is Weave's multi-tenant OTLP traces URL.
+	defaultEndpoint = "https://trace.wandb.ai/otel/v1/traces"
+	// dedicatedPath is where dedicated and self-managed W&B deployments serve
+	// Weave's OTLP endpoint: note the extra /traces in front of /otel.
+	dedicatedPath = "/traces/otel/v1/traces"
+	tracesSuffix  = "/v1/traces"
+
+	defaultMaxRequestBytes = 4 << 20
+	minMaxRequestBytes     = 1 << 10
+)
+
+// AuthMode says how the API key is sent to Weave.
+type AuthMode string
+
+const (
+	// AuthModeHeader sends the key in the `wandb-api-key` header.
+	AuthModeHeader AuthMode = "header"
+	// AuthModeBasic sends `Authorization: Basic base64("api:<key>")`.
+	AuthModeBasic AuthMode = "basic"
+)
+
+// UnmarshalText refuses unknown modes while the configuration is read.
+func (m *AuthMode) UnmarshalText(text []byte) error {
+	switch mode := AuthMode(text); mode {
+	case AuthModeHeader, AuthModeBasic:
+		*m = mode
+		return nil
+	default:
+		return fmt.Errorf("auth_mode must be header or basic, got %q", string(text))
+	}
+}
+
+// Deployment says which kind of W&B deployment receives the traces.
+type Deployment string
+
+const (
+	// DeploymentMultiTenant is W&B's multi-tenant cloud: the URL is `endpoint`.
+	DeploymentMultiTenant Deployment = "multi_tenant"
+	// DeploymentDedicated is a dedicated-cloud or self-managed W&B: the URL is
+	// https://<host>/traces/otel/v1/traces.
+	DeploymentDedicated Deployment = "dedicated"
+)
+
+// UnmarshalText refuses unknown deployments while the configuration is read.
+func (d *Deployment) UnmarshalText(text []byte) error {
+	switch dep := Deployment(text); dep {
+	case DeploymentMultiTenant, DeploymentDedicated:
+		*d = dep
+		return nil
+	default:
+		return fmt.Errorf("deployment must be multi_tenant or dedicated, got %q", string(text))
+	}
+}
+
+// Config defines the configuration of the weave exporter.
+type Config struct {
+	// ClientConfig holds the HTTP client settings (endpoint, timeout,
+	// compression, TLS, proxy, headers, ...). Unlike otlp_http, endpoint is
+	// the full traces URL: nothing is appended to it.
+	ClientConfig confighttp.ClientConfig `mapstructure:",squash"`
+	// QueueConfig is the exporterhelper sending queue.
+	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
+	// RetryConfig is the exporterhelper retry policy, used for 429/502/503/504
+	// and network errors. A Retry-After from Weave lengthens the wait.
+	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
+
+	// Deployment is multi_tenant (default: the URL is endpoint) or dedicated
+	// (the URL is https://<host>/traces/otel/v1/traces).
+	Deployment Deployment `mapstructure:"deployment"`
+	// Host is the host name of a dedicated or self-managed W&B deployment,
+	// e.g. acme.wandb.io. Only used with deployment: dedicated.
+	Host string `mapstructure:"host"`
+
+	// APIKey is the W&B API key, usually ${env:WANDB_API_KEY}. Required.
+	APIKey configopaque.String `mapstructure:"api_key"`
+	// AuthMode is header (wandb-api-key header, default) or basic
+	// (Authorization: Basic api:<key>). Not named `auth`: that key belongs to
+	// the HTTP client's authenticator extension setting.
+	AuthMode AuthMode `mapstructure:"auth_mode"`
+
+	// Entity is set as wandb.entity on resources that do not carry one.
+	Entity string `mapstructure:"entity"`
+	// Project is set as wandb.project on resources that do not carry one.
+	Project string `mapstructure:"project"`
+
+	// RunIDAttribute names a resource attribute holding the W&B run id. When
+	// set, spans without wandb.wb_run_id get it from that attribute, which
+	// links them to the run in the W&B UI. Empty (default) disables linking.
+	RunIDAttribute string `mapstructure:"run_id_attribute"`
+
+	// MaxRequestBytes bounds the uncompressed protobuf body of one request.
+	// Bigger batches are split; a 413 from Weave halves the request again.
+	MaxRequestBytes int `mapstructure:"max_request_bytes"`
+}
+
+var _ component.Config = (*Config)(nil)
+
+// Validate checks the configuration. Error messages never include the API key.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if cfg.APIKey == "" {
+		errs = append(errs, errors.New("api_key is required: set it to ${env:WANDB_API_KEY} (a key from https://wandb.ai/authorize, or from your W&B deployment)"))
+	} else if strings.ContainsFunc(string(cfg.APIKey), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		errs = append(errs, errors.New("api_key contains whitespace or control characters (a trailing newline from a secret file?); the key is not shown"))
+	}
+	switch cfg.AuthMode {
+	case AuthModeHeader, AuthModeBasic:
+	default:
+		errs = append(errs, fmt.Errorf("auth_mode must be header or basic, got %q", cfg.AuthMode))
+	}
+	if _, err := cfg.tracesURL(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkName("entity", cfg.Entity); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkName("project", cfg.Project); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.RunIDAttribute != strings.TrimSpace(cfg.RunIDAttribute) {
+		errs = append(errs, fmt.Errorf("run_id_attribute must not start or end with spaces, got %q", cfg.RunIDAttribute))
+	}
+	if cfg.MaxRequestBytes < minMaxRequestBytes {
+		errs = append(errs, fmt.Errorf("max_request_bytes must be at least %d, got %d", minMaxRequestBytes, cfg.MaxRequestBytes))
+	}
+	switch cfg.ClientConfig.Compression {
+	case configcompression.TypeGzip, configcompression.TypeDeflate, "", "none":
+	default:
+		errs = append(errs, fmt.Errorf("compression must be gzip, deflate or none: Weave accepts only Content-Encoding gzip or deflate, got %q", cfg.ClientConfig.Compression))
+	}
+	return errors.Join(errs...)
+}
+
+// checkName refuses entity/project values that cannot be one path segment of
+// Weave's project id "<entity>/<project>".
+func checkName(key, value string) error {
+	if strings.Contains(value, "/") {
+		return fmt.Errorf("%s must be a bare W&B %s name without '/', got %q", key, key, value)
+	}
+	if value != strings.TrimSpace(value) {
+		return fmt.Errorf("%s must not start or end with spaces, got %q", key, value)
+	}
+	return nil
+}
+
+// tracesURL returns the URL spans are posted to, or an error that explains
+// which setting is wrong and what it should look like.
+func (cfg *Config) tracesURL() (string, error) {
+	switch cfg.Deployment {
+	case DeploymentMultiTenant, "":
+		if cfg.Host != "" {
+			return "", fmt.Errorf("host is only used with deployment: dedicated; add deployment: dedicated, or remove host and put the full URL in endpoint")
+		}
+		return checkEndpoint(cfg.ClientConfig.Endpoint)
+	case DeploymentDedicated:
+		if cfg.Host == "" {
+			return "", errors.New("host is required with deployment: dedicated, e.g. host: acme.wandb.io")
+		}
+		if cfg.ClientConfig.Endpoint != "" && cfg.ClientConfig.Endpoint != defaultEndpoint {
+			return "", fmt.Errorf("endpoint cannot be combined with deployment: dedicated, which sends to https://%s%s; remove endpoint, or remove deployment and host", cfg.Host, dedicatedPath)
+		}
+		u, err := url.Parse("https://" + cfg.Host)
+		if err != nil || u.Host != cfg.Host || u.User != nil {
+			return "", fmt.Errorf("host must be a bare host name such as acme.wandb.io (optionally with :port), without scheme or path, got %q", cfg.Host)
+		}
+		return "https://" + cfg.Host + dedicatedPath, nil
+	default:
+		return "", fmt.Errorf("deployment must be multi_tenant or dedicated, got %q", cfg.Deployment)
+	}
+}
+
+// checkEndpoint validates a full traces URL given in endpoint.
+func checkEndpoint(endpoint string) (string, error) {
+	if endpoint == "" {
+		return "", fmt.Errorf("endpoint is required: Weave's multi-tenant URL is %s", defaultEndpoint)
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("endpoint is not a valid URL: %w", err)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return "", fmt.Errorf("endpoint must start with https:// (or http:// for a local proxy), got %q", endpoint)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("endpoint has no host: %q", endpoint)
+	}
+	if u.User != nil {
+		return "", errors.New("endpoint must not contain credentials: put the key in api_key")
+	}
+	if strings.HasSuffix(u.Path, tracesSuffix+tracesSuffix) {
+		return "", fmt.Errorf("endpoint %q ends in /v1/traces/v1/traces: the weave exporter sends to endpoint as given (otlp_http's endpoint is a base that gets /v1/traces appended, this one is not); remove the repeated /v1/traces, e.g. %s", endpoint, defaultEndpoint)
+	}
+	if !strings.HasSuffix(u.Path, tracesSuffix) {
+		return "", fmt.Errorf("endpoint %q does not end in /v1/traces: the weave exporter sends to endpoint as given, so it must be the full traces URL, e.g. %s, or use deployment: dedicated with host for https://<host>%s", endpoint, defaultEndpoint, dedicatedPath)
+	}
+	if strings.HasSuffix(u.Hostname(), ".wandb.io") && !strings.HasSuffix(u.Path, dedicatedPath) {
+		return "", fmt.Errorf("endpoint %q lacks the /traces prefix that dedicated and self-managed W&B deployments need: use https://%s%s, or deployment: dedicated with host: %s", endpoint, u.Host, dedicatedPath, u.Host)
+	}
+	return endpoint, nil
+}

@@ -1,0 +1,128 @@
+package weaveexporter
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configcompression"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) (*Config, error) {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	if err := sub.Unmarshal(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, confmap.Validate(cfg)
+}
+
+func TestLoadValidConfig(t *testing.T) {
+	t.Run("minimal", func(t *testing.T) {
+		cfg, err := loadConfig(t, "")
+		require.NoError(t, err)
+		want := createDefaultConfig().(*Config)
+		want.APIKey = "test-key"
+		assert.Equal(t, want, cfg)
+		u, err := cfg.tracesURL()
+		require.NoError(t, err)
+		assert.Equal(t, "https://trace.wandb.ai/otel/v1/traces", u)
+		assert.Equal(t, configcompression.TypeGzip, cfg.ClientConfig.Compression)
+		assert.Equal(t, AuthModeHeader, cfg.AuthMode)
+		assert.Equal(t, 4<<20, cfg.MaxRequestBytes)
+		assert.Empty(t, cfg.RunIDAttribute, "run linking is off by default")
+	})
+
+	t.Run("full", func(t *testing.T) {
+		cfg, err := loadConfig(t, "full")
+		require.NoError(t, err)
+		assert.Equal(t, configopaque.String("test-key"), cfg.APIKey)
+		assert.Equal(t, AuthModeBasic, cfg.AuthMode)
+		assert.Equal(t, "acme", cfg.Entity)
+		assert.Equal(t, "llm-pretrain", cfg.Project)
+		assert.Equal(t, "nemo.run.id", cfg.RunIDAttribute)
+		assert.Equal(t, 2<<20, cfg.MaxRequestBytes)
+		assert.Equal(t, 10*time.Second, cfg.ClientConfig.Timeout)
+		assert.Equal(t, configcompression.TypeDeflate, cfg.ClientConfig.Compression)
+		team, ok := cfg.ClientConfig.Headers.Get("x-team")
+		assert.True(t, ok)
+		assert.Equal(t, configopaque.String("research"), team)
+		require.True(t, cfg.QueueConfig.HasValue())
+		assert.Equal(t, 4, cfg.QueueConfig.Get().NumConsumers)
+		assert.Equal(t, int64(500), cfg.QueueConfig.Get().QueueSize)
+		assert.Equal(t, 10*time.Minute, cfg.RetryConfig.MaxElapsedTime)
+	})
+
+	for name, want := range map[string]string{
+		"dedicated":                 "https://acme.wandb.io/traces/otel/v1/traces",
+		"dedicated_url_in_endpoint": "https://acme.wandb.io/traces/otel/v1/traces",
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := loadConfig(t, name)
+			require.NoError(t, err)
+			u, err := cfg.tracesURL()
+			require.NoError(t, err)
+			assert.Equal(t, want, u)
+		})
+	}
+}
+
+func TestLoadInvalidConfig(t *testing.T) {
+	tests := map[string]string{
+		"missing_api_key":                 "api_key is required: set it to ${env:WANDB_API_KEY}",
+		"api_key_with_newline":            "api_key contains whitespace or control characters",
+		"double_v1_traces":                `endpoint "https://trace.wandb.ai/otel/v1/traces/v1/traces" ends in /v1/traces/v1/traces: the weave exporter sends to endpoint as given`,
+		"base_url":                        `endpoint "https://trace.wandb.ai/otel" does not end in /v1/traces`,
+		"dedicated_without_traces_prefix": "lacks the /traces prefix that dedicated and self-managed W&B deployments need: use https://acme.wandb.io/traces/otel/v1/traces",
+		"not_http":                        "endpoint must start with https://",
+		"credentials_in_endpoint":         "endpoint must not contain credentials",
+		"dedicated_without_host":          "host is required with deployment: dedicated",
+		"dedicated_with_endpoint":         "endpoint cannot be combined with deployment: dedicated",
+		"host_with_scheme":                "host must be a bare host name",
+		"host_without_dedicated":          "host is only used with deployment: dedicated",
+		"bad_deployment":                  `deployment must be multi_tenant or dedicated, got "on_prem"`,
+		"bad_auth_mode":                   `auth_mode must be header or basic, got "bearer"`,
+		"entity_with_slash":               `entity must be a bare W&B entity name without '/', got "acme/llm"`,
+		"small_max_request_bytes":         "max_request_bytes must be at least 1024, got 100",
+		"zstd":                            `compression must be gzip, deflate or none: Weave accepts only Content-Encoding gzip or deflate, got "zstd"`,
+	}
+	for name, want := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadConfig(t, name)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), want)
+			assert.NotContains(t, err.Error(), "test-key", "errors never show the API key")
+			assert.NotContains(t, err.Error(), "hunter2")
+		})
+	}
+}
+
+func TestValidateProgrammaticConfig(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.APIKey = "k"
+	cfg.AuthMode = ""
+	cfg.Project = " llm"
+	cfg.RunIDAttribute = "nemo.run.id "
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `auth_mode must be header or basic, got ""`)
+	assert.Contains(t, err.Error(), `project must not start or end with spaces, got " llm"`)
+	assert.Contains(t, err.Error(), "run_id_attribute must not start or end with spaces")
+
+	cfg = createDefaultConfig().(*Config)
+	cfg.APIKey = "k"
+	cfg.ClientConfig.Endpoint = ""
+	assert.ErrorContains(t, cfg.Validate(), "endpoint is required")
+}

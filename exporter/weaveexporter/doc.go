@@ -1,0 +1,9 @@
+//go:generate ../../.tools/mdatagen metadata.yaml
+
+// Package weaveexporter sends traces to W&B Weave over OTLP/HTTP (protobuf).
+//
+// On top of a plain OTLP/HTTP exporter it routes every request to a single
+// W&B entity/project, fills in entity/project defaults, links spans to a W&B
+// run, renames attribute keys that Weave cannot store, splits large batches,
+// and explains every refusal from Weave in terms of the setting to fix.
+package weaveexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter"
