@@ -1,0 +1,60 @@
+# otelcol-nemo container image.
+#
+# FROM scratch: nothing is pulled from any registry, so the image builds on a
+# machine with no registry access. It holds only what the collector needs: the
+# static binary built by `make build` (ocb, CGO_ENABLED=0), the presets, the
+# host's CA bundle (for HTTPS exporters: Weave, Honeycomb, OTLP backends), a
+# passwd/group entry for the non-root user, and a static health-check probe.
+#
+# Build with `make docker` (docker/build.sh): it stages those files into
+# docker/context/ (git-ignored; .dockerignore sends nothing else) and runs
+# `docker build`. A plain `docker build .` or `docker compose build` works once
+# docker/build.sh has staged the context.
+#
+# Run:  docker run --rm -p 127.0.0.1:4317:4317 -p 127.0.0.1:4318:4318 \
+#         -v otel-data:/data otelcol-nemo:local                      (file preset)
+#       docker run ... otelcol-nemo:local --config=/etc/otel/honeycomb.yaml
+# A host directory mounted at /data must be writable by uid 10001 and, for the
+# file preset, contain telemetry/:
+#       mkdir -p data/telemetry && sudo chown -R 10001:10001 data
+FROM scratch
+
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="otelcol-nemo" \
+      org.opencontainers.image.description="OpenTelemetry Collector distribution for ML-training telemetry (NeMo Lens, Megatron-LM, NeMo-RL)" \
+      org.opencontainers.image.version="${VERSION}"
+
+# /etc/passwd and /etc/group (root and otelcol, uid/gid 10001), the CA bundle
+# at Go's default path /etc/ssl/certs/ca-certificates.crt, and /tmp (1777).
+COPY docker/context/rootfs/ /
+
+COPY docker/context/otelcol-nemo /otelcol-nemo
+COPY docker/context/healthcheck /healthcheck
+
+# Every preset, by name: --config=/etc/otel/<preset>.yaml. The default,
+# collector.yaml, is the file preset (JSONL under /data/telemetry).
+COPY docker/context/configs/ /etc/otel/
+COPY docker/context/configs/file.yaml /etc/otel/collector.yaml
+
+# The data volume: file-preset output in /data/telemetry, persistent sending
+# queues in /data/queue. Owned by the collector's user so that a named volume
+# (initialised from the image) is writable.
+COPY --chown=10001:10001 docker/context/data/ /data/
+
+ENV OTELCOL_LISTEN_HOST=0.0.0.0 \
+    NEMO_TELEMETRY_DIR=/data/telemetry \
+    NEMO_QUEUE_DIR=/data/queue
+
+USER 10001:10001
+VOLUME ["/data"]
+
+# OTLP gRPC, OTLP HTTP, health_check, the collector's own metrics, and the
+# Prometheus exporter of the fanout preset.
+EXPOSE 4317 4318 13133 8888 8889
+
+# No shell or curl in a scratch image: /healthcheck GETs
+# http://127.0.0.1:${HEALTH_CHECK_PORT:-13133}/ and exits 0 on 2xx, 1 otherwise.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 CMD ["/healthcheck"]
+
+ENTRYPOINT ["/otelcol-nemo"]
+CMD ["--config=/etc/otel/collector.yaml"]

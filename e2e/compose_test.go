@@ -1,0 +1,939 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/dotenv"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/distribution/reference"
+	"go.opentelemetry.io/otel/attribute"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+// The container image and compose files (Dockerfile, docker-compose.*.yml,
+// .env.example, docker/). The Test*Compose*/TestEnvExample* tests read the
+// files only and run in plain `go test`; TestDocker* need a Docker daemon and
+// the image, and run only under docker/test.sh (`make docker-test`), which sets
+// NEMO_DOCKER_TEST=1.
+
+const (
+	// imageUID is the numeric user the image runs as (Dockerfile USER).
+	imageUID = 10001
+	// presetDir is where the image installs configs/*.yaml.
+	presetDir = "/etc/otel/"
+)
+
+// composeFile describes what each compose file must run.
+type composeFile struct {
+	name     string
+	project  string
+	services []string
+	// config is the one uncommented --config= value.
+	config string
+}
+
+var composeFiles = []composeFile{
+	{name: "docker-compose.otel.yml", project: "otelcol-nemo", services: []string{"collector", "jaeger", "prometheus"}, config: presetDir + "collector.yaml"},
+	{name: "docker-compose.weave.yml", project: "otelcol-nemo-weave", services: []string{"collector"}, config: presetDir + "weave.yaml"},
+	{name: "docker-compose.honeycomb.yml", project: "otelcol-nemo-honeycomb", services: []string{"collector"}, config: presetDir + "honeycomb.yaml"},
+}
+
+// collectorPorts are the ports the collector publishes, by the variable that
+// sets both the container port and the host port, with its default.
+var collectorPorts = []struct {
+	env      string
+	def      uint32
+	loopback bool // always published on 127.0.0.1, whatever NEMO_PUBLISH_ADDR says
+}{
+	{env: "OTLP_GRPC_PORT", def: 4317},
+	{env: "OTLP_HTTP_PORT", def: 4318},
+	{env: "HEALTH_CHECK_PORT", def: 13133, loopback: true},
+	{env: "OTELCOL_METRICS_PORT", def: 8888, loopback: true},
+}
+
+// loadCompose loads and validates a compose file with compose-go, as
+// `docker compose` does, with exactly the given variables for interpolation
+// (no .env, no process environment, env_file not read: the result does not
+// depend on the machine).
+func loadCompose(t *testing.T, name string, env map[string]string) *types.Project {
+	t.Helper()
+	root := testcollector.RepoRoot(t)
+	var list []string
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, name)},
+		cli.WithWorkingDirectory(root),
+		cli.WithEnv(list),
+		cli.WithoutEnvironmentResolution,
+		cli.WithResolvedPaths(true),
+		cli.WithConsistency(true),
+	)
+	if err != nil {
+		t.Fatalf("%s: project options: %v", name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := opts.LoadProject(ctx)
+	if err != nil {
+		t.Fatalf("%s does not load: %v", name, err)
+	}
+	return p
+}
+
+func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
+	t.Helper()
+	s, err := p.GetService(name)
+	if err != nil {
+		t.Fatalf("project %s: %v", p.Name, err)
+	}
+	return s
+}
+
+// TestComposeFilesLoad loads every compose file with compose-go and checks the
+// collector service: built from the Dockerfile as otelcol-nemo:local, its
+// environment from .env plus the container's fixed values, the /data volume.
+func TestComposeFilesLoad(t *testing.T) {
+	root := testcollector.RepoRoot(t)
+	for _, cf := range composeFiles {
+		t.Run(cf.name, func(t *testing.T) {
+			p := loadCompose(t, cf.name, nil)
+			if p.Name != cf.project {
+				t.Errorf("project name %q, want %q", p.Name, cf.project)
+			}
+			if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, slices.Sorted(slices.Values(cf.services))) {
+				t.Errorf("services %v, want %v", got, cf.services)
+			}
+			c := service(t, p, "collector")
+			if c.Image != "otelcol-nemo:local" {
+				t.Errorf("collector image %q, want otelcol-nemo:local", c.Image)
+			}
+			if c.Build == nil {
+				t.Fatal("collector has no build section")
+			}
+			if c.Build.Context != root || c.Build.Dockerfile != "Dockerfile" {
+				t.Errorf("collector build context %q, dockerfile %q: want the repository root and Dockerfile", c.Build.Context, c.Build.Dockerfile)
+			}
+			if _, err := os.Stat(filepath.Join(c.Build.Context, c.Build.Dockerfile)); err != nil {
+				t.Errorf("collector build: %v", err)
+			}
+			if got := configArgs(c.Command); !slices.Equal(got, []string{cf.config}) {
+				t.Errorf("collector command %q: want exactly one --config=%s", []string(c.Command), cf.config)
+			}
+
+			if len(c.EnvFiles) != 1 || c.EnvFiles[0].Path != filepath.Join(root, ".env") || bool(c.EnvFiles[0].Required) {
+				t.Errorf("collector env_file %+v: want .env, required: false", c.EnvFiles)
+			}
+			for k, want := range map[string]string{
+				"OTELCOL_LISTEN_HOST": "0.0.0.0",
+				"NEMO_TELEMETRY_DIR":  "/data/telemetry",
+				"NEMO_QUEUE_DIR":      "/data/queue",
+			} {
+				if v := c.Environment[k]; v == nil || *v != want {
+					t.Errorf("collector environment %s = %v, want %q", k, strPtr(v), want)
+				}
+			}
+
+			var data *types.ServiceVolumeConfig
+			for i, v := range c.Volumes {
+				if v.Target == "/data" {
+					data = &c.Volumes[i]
+				}
+			}
+			if data == nil || data.Type != types.VolumeTypeVolume || data.ReadOnly {
+				t.Fatalf("collector volumes %+v: want a writable named volume at /data", c.Volumes)
+			}
+			if _, ok := p.Volumes[data.Source]; !ok {
+				t.Errorf("volume %q is not declared at the top level", data.Source)
+			}
+			if c.StopGracePeriod == nil || time.Duration(*c.StopGracePeriod) < 10*time.Second {
+				t.Errorf("collector stop_grace_period %v: want at least 10s to flush on stop", c.StopGracePeriod)
+			}
+			// The collector must start alone: `up collector` never starts (or
+			// pulls) another service.
+			if len(c.DependsOn) != 0 {
+				t.Errorf("collector depends_on %v: it must start without the other services", slices.Collect(maps.Keys(c.DependsOn)))
+			}
+		})
+	}
+}
+
+func strPtr(s *string) string {
+	if s == nil {
+		return "<unset>"
+	}
+	return strconv.Quote(*s)
+}
+
+// configArgs returns the --config= values of a command.
+func configArgs(cmd []string) []string {
+	var out []string
+	for _, a := range cmd {
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// toggleLine matches a --config= item of a command list, commented or not.
+var toggleLine = regexp.MustCompile(`^\s*(#\s*)?-\s*["']?--config=([^\s"'#]+)`)
+
+type toggle struct {
+	line      int
+	path      string
+	commented bool
+}
+
+func configToggles(t *testing.T, name string) []toggle {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testcollector.RepoRoot(t), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []toggle
+	for i, line := range strings.Split(string(raw), "\n") {
+		if m := toggleLine.FindStringSubmatch(line); m != nil {
+			out = append(out, toggle{line: i + 1, path: m[2], commented: m[1] != ""})
+		}
+	}
+	return out
+}
+
+// presetFile maps a path in the image to the preset in configs/ it is a copy
+// of: /etc/otel/X.yaml is configs/X.yaml, and the default
+// /etc/otel/collector.yaml is configs/file.yaml.
+func presetFile(path string) (string, bool) {
+	name, ok := strings.CutPrefix(path, presetDir)
+	if !ok || strings.Contains(name, "/") || !strings.HasSuffix(name, ".yaml") {
+		return "", false
+	}
+	if name == "collector.yaml" {
+		name = "file.yaml"
+	}
+	return name, true
+}
+
+// TestComposeConfigTogglesNamePresets checks every --config= line of every
+// compose file, commented or not, names a preset the image contains (one
+// that exists in configs/), that exactly one is active, and that
+// docker-compose.otel.yml offers a toggle for every preset.
+func TestComposeConfigTogglesNamePresets(t *testing.T) {
+	root := testcollector.RepoRoot(t)
+	for _, cf := range composeFiles {
+		t.Run(cf.name, func(t *testing.T) {
+			toggles := configToggles(t, cf.name)
+			var active []string
+			seen := map[string]int{}
+			for _, tg := range toggles {
+				if !tg.commented {
+					active = append(active, tg.path)
+				}
+				if prev, dup := seen[tg.path]; dup {
+					t.Errorf("%s:%d: --config=%s repeats line %d", cf.name, tg.line, tg.path, prev)
+				}
+				seen[tg.path] = tg.line
+				preset, ok := presetFile(tg.path)
+				if !ok {
+					t.Errorf("%s:%d: --config=%s is not a preset path %s<preset>.yaml", cf.name, tg.line, tg.path, presetDir)
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(root, "configs", preset)); err != nil {
+					t.Errorf("%s:%d: --config=%s needs configs/%s, which does not exist (the image installs configs/*.yaml as %s*.yaml)",
+						cf.name, tg.line, tg.path, preset, presetDir)
+				}
+			}
+			if !slices.Equal(active, []string{cf.config}) {
+				t.Errorf("%s: active --config lines %v, want exactly [%s]", cf.name, active, cf.config)
+			}
+			// The line scan and compose-go must agree on what runs.
+			p := loadCompose(t, cf.name, nil)
+			if got := configArgs(service(t, p, "collector").Command); !slices.Equal(got, active) {
+				t.Errorf("%s: compose-go loads --config %v, the file's active toggle is %v", cf.name, got, active)
+			}
+		})
+	}
+
+	t.Run("every preset has a toggle in docker-compose.otel.yml", func(t *testing.T) {
+		offered := map[string]bool{}
+		for _, tg := range configToggles(t, "docker-compose.otel.yml") {
+			if preset, ok := presetFile(tg.path); ok {
+				offered[preset] = true
+			}
+		}
+		presets, err := filepath.Glob(filepath.Join(root, "configs", "*.yaml"))
+		if err != nil || len(presets) == 0 {
+			t.Fatalf("no presets in configs/: %v", err)
+		}
+		for _, p := range presets {
+			if !offered[filepath.Base(p)] {
+				t.Errorf("configs/%s has no --config= toggle in docker-compose.otel.yml", filepath.Base(p))
+			}
+		}
+		for _, want := range []string{"file.yaml", "weave.yaml", "honeycomb.yaml", "fanout.yaml", "otlp.yaml", "secure.yaml"} {
+			if !offered[want] {
+				t.Errorf("docker-compose.otel.yml offers no toggle for %s", want)
+			}
+		}
+	})
+}
+
+// exactVersion is an exact release tag: 1.76.0, v3.5.0 (no latest, no 1, no 1.76).
+var exactVersion = regexp.MustCompile(`^v?\d+\.\d+\.\d+$`)
+
+// TestComposeImagesArePinned: every image that is pulled has an exact version
+// tag (or a digest), and Jaeger's and Prometheus's can be overridden by env.
+// The collector's own image is built locally (otelcol-nemo:local).
+func TestComposeImagesArePinned(t *testing.T) {
+	for _, cf := range composeFiles {
+		p := loadCompose(t, cf.name, nil)
+		for _, name := range slices.Sorted(maps.Keys(p.Services)) {
+			s := p.Services[name]
+			if s.Build != nil {
+				if s.Image != "otelcol-nemo:local" {
+					t.Errorf("%s: service %s is built locally but tagged %q, want otelcol-nemo:local", cf.name, name, s.Image)
+				}
+				continue
+			}
+			if err := checkPinned(s.Image); err != nil {
+				t.Errorf("%s: service %s: %v", cf.name, name, err)
+			}
+		}
+	}
+
+	overrides := map[string]string{
+		"JAEGER_IMAGE":     "mirror.internal/jaegertracing/all-in-one:1.76.0",
+		"PROMETHEUS_IMAGE": "mirror.internal/prom/prometheus:v3.5.0",
+	}
+	p := loadCompose(t, "docker-compose.otel.yml", overrides)
+	if got := service(t, p, "jaeger").Image; got != overrides["JAEGER_IMAGE"] {
+		t.Errorf("JAEGER_IMAGE does not override the jaeger image: got %q", got)
+	}
+	if got := service(t, p, "prometheus").Image; got != overrides["PROMETHEUS_IMAGE"] {
+		t.Errorf("PROMETHEUS_IMAGE does not override the prometheus image: got %q", got)
+	}
+}
+
+func checkPinned(image string) error {
+	ref, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", image, err)
+	}
+	if _, ok := ref.(reference.Digested); ok {
+		return nil
+	}
+	tagged, ok := ref.(reference.Tagged)
+	if !ok {
+		return fmt.Errorf("image %q has no tag: pin an exact version", image)
+	}
+	if !exactVersion.MatchString(tagged.Tag()) {
+		return fmt.Errorf("image %q: tag %q is not an exact version (want e.g. 1.76.0 or v3.5.0)", image, tagged.Tag())
+	}
+	return nil
+}
+
+// TestComposePortsBindAsIntended: the collector publishes OTLP on
+// NEMO_PUBLISH_ADDR (127.0.0.1 unless set) and its health and metrics ports on
+// 127.0.0.1 only; each port is the same number inside the container and on the
+// host, and the container gets that number through the preset's variable.
+// Jaeger's and Prometheus's UIs are published on 127.0.0.1 only.
+func TestComposePortsBindAsIntended(t *testing.T) {
+	exposed := dockerfileExposed(t)
+	cases := []struct {
+		name        string
+		env         map[string]string
+		publishAddr string
+	}{
+		{name: "defaults", publishAddr: "127.0.0.1"},
+		{name: "overridden", publishAddr: "0.0.0.0", env: map[string]string{
+			"NEMO_PUBLISH_ADDR": "0.0.0.0", "OTLP_GRPC_PORT": "5317", "OTLP_HTTP_PORT": "5318",
+			"HEALTH_CHECK_PORT": "14133", "OTELCOL_METRICS_PORT": "9888",
+		}},
+	}
+	for _, cf := range composeFiles {
+		for _, tc := range cases {
+			t.Run(cf.name+"/"+tc.name, func(t *testing.T) {
+				p := loadCompose(t, cf.name, tc.env)
+				c := service(t, p, "collector")
+				byTarget := map[uint32]types.ServicePortConfig{}
+				for _, pc := range c.Ports {
+					if _, dup := byTarget[pc.Target]; dup {
+						t.Errorf("collector publishes container port %d twice", pc.Target)
+					}
+					byTarget[pc.Target] = pc
+				}
+				if len(c.Ports) != len(collectorPorts) {
+					t.Errorf("collector publishes %d ports, want %d: %+v", len(c.Ports), len(collectorPorts), c.Ports)
+				}
+				for _, want := range collectorPorts {
+					port := want.def
+					if v, ok := tc.env[want.env]; ok {
+						n, _ := strconv.ParseUint(v, 10, 32)
+						port = uint32(n)
+					}
+					pc, ok := byTarget[port]
+					if !ok {
+						t.Errorf("%s: container port %d is not published", want.env, port)
+						continue
+					}
+					hostIP := tc.publishAddr
+					if want.loopback {
+						hostIP = "127.0.0.1"
+					}
+					if pc.HostIP != hostIP || pc.Published != strconv.Itoa(int(port)) || pc.Protocol != "tcp" {
+						t.Errorf("%s: published as %s:%s/%s -> %d, want %s:%d/tcp", want.env, pc.HostIP, pc.Published, pc.Protocol, pc.Target, hostIP, port)
+					}
+					if v := c.Environment[want.env]; v == nil || *v != strconv.Itoa(int(port)) {
+						t.Errorf("%s: the container's %s = %s, want %d (the published port)", want.env, want.env, strPtr(v), port)
+					}
+					if tc.env == nil && !exposed[port] {
+						t.Errorf("%s: port %d is not EXPOSEd by the Dockerfile", want.env, port)
+					}
+				}
+				for name, s := range p.Services {
+					if name == "collector" {
+						continue
+					}
+					for _, pc := range s.Ports {
+						if pc.HostIP != "127.0.0.1" {
+							t.Errorf("service %s publishes %d on %q, want 127.0.0.1", name, pc.Target, pc.HostIP)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// dockerfileExposed returns the ports of the Dockerfile's EXPOSE lines.
+func dockerfileExposed(t *testing.T) map[uint32]bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testcollector.RepoRoot(t), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint32]bool{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !strings.EqualFold(fields[0], "EXPOSE") {
+			continue
+		}
+		for _, f := range fields[1:] {
+			n, err := strconv.ParseUint(strings.TrimSuffix(f, "/tcp"), 10, 32)
+			if err != nil {
+				t.Fatalf("Dockerfile: EXPOSE %q: %v", f, err)
+			}
+			out[uint32(n)] = true
+		}
+	}
+	for _, want := range []uint32{4317, 4318, 13133, 8888, 8889} {
+		if !out[want] {
+			t.Errorf("Dockerfile does not EXPOSE %d", want)
+		}
+	}
+	return out
+}
+
+// TestComposePrometheusScrapesTheCollector: docker/prometheus.yml, mounted by
+// docker-compose.otel.yml, scrapes the collector service on ports its image
+// exposes (own metrics 8888, the fanout preset's prometheus exporter 8889).
+func TestComposePrometheusScrapesTheCollector(t *testing.T) {
+	root := testcollector.RepoRoot(t)
+	p := loadCompose(t, "docker-compose.otel.yml", nil)
+	prom := service(t, p, "prometheus")
+	var cfgPath string
+	for _, v := range prom.Volumes {
+		if v.Target == "/etc/prometheus/prometheus.yml" {
+			cfgPath = v.Source
+		}
+	}
+	if cfgPath != filepath.Join(root, "docker", "prometheus.yml") || !slices.Contains(prom.Command, "--config.file=/etc/prometheus/prometheus.yml") {
+		t.Fatalf("prometheus must run docker/prometheus.yml: volumes %+v, command %q", prom.Volumes, []string(prom.Command))
+	}
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("docker/prometheus.yml: %v", err)
+	}
+	exposed := dockerfileExposed(t)
+	targets := map[string]bool{}
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, tg := range st.Targets {
+				targets[tg] = true
+				host, port, ok := strings.Cut(tg, ":")
+				n, err := strconv.ParseUint(port, 10, 32)
+				if _, known := p.Services[host]; !ok || err != nil || !known || !exposed[uint32(n)] {
+					t.Errorf("job %s: target %q is not a service:port of the stack", sc.JobName, tg)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"collector:8888", "collector:8889"} {
+		if !targets[want] {
+			t.Errorf("docker/prometheus.yml does not scrape %s", want)
+		}
+	}
+}
+
+// Variables in presets (${env:X}, ${required:X}, ${otlpheaders:X}, ${X}) and
+// in compose files (${X}, ${X:-default}).
+var (
+	presetVar  = regexp.MustCompile(`\$\{(?:(env|required|otlpheaders):)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}`)
+	composeVar = regexp.MustCompile(`(^|[^$])\$\{([A-Za-z_][A-Za-z0-9_]*)`)
+	envLine    = regexp.MustCompile(`^#?\s*([A-Za-z_][A-Za-z0-9_]*)=`)
+)
+
+// TestEnvExampleListsEveryVariable: .env.example names (set or commented out)
+// every variable any preset in configs/ reads and every variable the compose
+// files interpolate, and parses as a .env file.
+func TestEnvExampleListsEveryVariable(t *testing.T) {
+	root := testcollector.RepoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, ".env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dotenv.Parse(bytes.NewReader(raw)); err != nil {
+		t.Fatalf(".env.example does not parse as a .env file: %v", err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if m := envLine.FindStringSubmatch(line); m != nil {
+			listed[m[1]] = true
+		}
+	}
+
+	need := map[string]string{} // variable -> first file that reads it
+	presets, _ := filepath.Glob(filepath.Join(root, "configs", "*.yaml"))
+	if len(presets) == 0 {
+		t.Fatal("no presets in configs/")
+	}
+	for _, p := range presets {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range presetVar.FindAllStringSubmatch(string(b), -1) {
+			if _, ok := need[m[2]]; !ok {
+				need[m[2]] = "configs/" + filepath.Base(p)
+			}
+		}
+	}
+	for _, cf := range composeFiles {
+		b, err := os.ReadFile(filepath.Join(root, cf.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range composeVar.FindAllStringSubmatch(string(b), -1) {
+			if _, ok := need[m[2]]; !ok {
+				need[m[2]] = cf.name
+			}
+		}
+	}
+	if len(need) < 10 {
+		t.Fatalf("found only %d variables in the presets and compose files: the scan is broken", len(need))
+	}
+	for _, v := range slices.Sorted(maps.Keys(need)) {
+		if !listed[v] {
+			t.Errorf(".env.example does not list %s (read by %s)", v, need[v])
+		}
+	}
+}
+
+// --- Tests that need Docker (docker/test.sh) ---
+
+func requireDocker(t *testing.T) {
+	t.Helper()
+	if os.Getenv("NEMO_DOCKER_TEST") != "1" {
+		t.Skip("needs a Docker daemon and the otelcol-nemo image: run `make docker-test` (docker/test.sh sets NEMO_DOCKER_TEST=1)")
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// docker runs the docker CLI (bounded in time) and returns its combined output.
+func docker(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Dir = testcollector.RepoRoot(t)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("docker %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func mustDocker(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	out, err := docker(t, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// lensJob returns the ranks of one emulated NeMo Lens job sending to the given
+// OTLP addresses: half over gRPC, half over http/protobuf, with both rank-key
+// spellings and both attribute types (as mixedJob does for a local collector).
+func lensJob(grpcAddr, httpAddr, runID string, worldSize, steps int) []lensemu.Rank {
+	ranks := make([]lensemu.Rank, worldSize)
+	for i := range ranks {
+		ranks[i] = lensemu.Rank{
+			Endpoint: grpcAddr, Protocol: lensemu.GRPC,
+			RunID: runID, Rank: i, WorldSize: worldSize, LocalRank: i % 8,
+			LegacyKeys: i%4 >= 2, RankAsString: i%3 == 0, Steps: steps,
+			Resource: []attribute.KeyValue{attribute.String("slurm.job.id", "4242")},
+		}
+		if i%2 == 1 {
+			ranks[i].Endpoint, ranks[i].Protocol = httpAddr, lensemu.HTTP
+		}
+	}
+	return ranks
+}
+
+// dockerJobTimeout bounds one emulated job sent to a container. It is longer
+// than jobTimeout: each emulated rank sets up a large SDK log queue, which
+// takes tens of seconds on a loaded two-core machine.
+const dockerJobTimeout = 5 * time.Minute
+
+// sendJob runs the ranks and returns the total the collector acknowledged,
+// failing the test on any export error or on a rank that sent nothing of a
+// signal.
+func sendJob(t *testing.T, ranks []lensemu.Rank) lensemu.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), dockerJobTimeout)
+	defer cancel()
+	results, err := lensemu.Job(ctx, ranks)
+	if err != nil {
+		t.Fatalf("emulated job: %v", err)
+	}
+	for i, res := range results {
+		if res.Spans == 0 || res.DataPoints == 0 || res.LogRecords == 0 {
+			t.Fatalf("rank %d sent nothing of some signal: %+v", ranks[i].Rank, res)
+		}
+	}
+	return lensemu.Sum(results)
+}
+
+// containerEnv is testEnv without the output directories: the test values of
+// the variables presets require (and the all_ranks strategy, so that every
+// acknowledged item is expected in the output), for a container whose
+// directories are the image's own.
+func containerEnv(t *testing.T) map[string]string {
+	env := testEnv(t)
+	delete(env, "NEMO_TELEMETRY_DIR")
+	delete(env, "NEMO_QUEUE_DIR")
+	return env
+}
+
+// waitHealthy waits until the container's HEALTHCHECK reports healthy.
+func waitHealthy(t *testing.T, container string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		state := mustDocker(t, nil, "inspect", "--format", "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}", container)
+		switch {
+		case state == "running healthy":
+			return
+		case strings.HasSuffix(state, " none"):
+			t.Fatalf("container %s has no health check (state %q)", container, state)
+		case !strings.HasPrefix(state, "running"):
+			t.Fatalf("container %s is %q:\n%s", container, state, containerLogs(t, container))
+		case time.Now().After(deadline):
+			t.Fatalf("container %s not healthy after 90s (%q):\n%s", container, state, containerLogs(t, container))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func containerLogs(t *testing.T, container string) string {
+	out, _ := docker(t, nil, "logs", "--tail", "50", container)
+	return out
+}
+
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// checkOutput reads the file preset's output in dir and compares it with what
+// the collector acknowledged: every line a complete OTLP/JSON request, every
+// item found, every rank present, every file written by the image's user.
+func checkOutput(t *testing.T, dir string, sent lensemu.Result, worldSize int) {
+	t.Helper()
+	for _, f := range []string{"traces.json", "metrics.json", "logs.json"} {
+		path := filepath.Join(dir, f)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("output: %v", err)
+		}
+		if len(b) == 0 || b[len(b)-1] != '\n' {
+			t.Errorf("%s is empty or its last line is incomplete (%d bytes)", f, len(b))
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != imageUID || st.Gid != imageUID {
+			t.Errorf("%s is owned by %v, want uid/gid %d (the image's non-root user)", f, fi.Sys(), imageUID)
+		}
+	}
+	got := readTelemetry(t, dir) // fails on any line that is not a complete request
+	if got.Result != sent {
+		t.Fatalf("acknowledged %s, found %s in the files", describe(sent), describe(got.Result))
+	}
+	for rank := range worldSize {
+		if got.ByRank[int64(rank)].Spans == 0 {
+			t.Errorf("no span from rank %d in the output", rank)
+		}
+	}
+	t.Logf("found every acknowledged item in %s: %s", dir, describe(got.Result))
+}
+
+// TestDockerImage checks the built image: its metadata; every preset validates
+// inside it (and a missing required variable is named); the default preset in
+// a container with ports published on 127.0.0.1 and a host directory at /data
+// turns healthy, takes a NeMo Lens job from the host, and on `docker stop`
+// leaves complete JSONL written by uid 10001.
+func TestDockerImage(t *testing.T) {
+	requireDocker(t)
+	image := envOr("NEMO_DOCKER_IMAGE", "otelcol-nemo:local")
+	label := envOr("NEMO_DOCKER_LABEL", "org.nemo-lens.docker-test=go-test")
+
+	t.Run("metadata", func(t *testing.T) {
+		var cfg struct {
+			User         string
+			ExposedPorts map[string]struct{}
+			Env          []string
+			Entrypoint   []string
+			Cmd          []string
+			Volumes      map[string]struct{}
+			Healthcheck  struct{ Test []string }
+		}
+		if err := json.Unmarshal([]byte(mustDocker(t, nil, "image", "inspect", "--format", "{{json .Config}}", image)), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.User != "10001:10001" {
+			t.Errorf("USER %q, want 10001:10001", cfg.User)
+		}
+		for _, p := range []string{"4317/tcp", "4318/tcp", "13133/tcp", "8888/tcp", "8889/tcp"} {
+			if _, ok := cfg.ExposedPorts[p]; !ok {
+				t.Errorf("port %s not exposed", p)
+			}
+		}
+		for _, e := range []string{"OTELCOL_LISTEN_HOST=0.0.0.0", "NEMO_TELEMETRY_DIR=/data/telemetry", "NEMO_QUEUE_DIR=/data/queue"} {
+			if !slices.Contains(cfg.Env, e) {
+				t.Errorf("ENV %s missing: %v", e, cfg.Env)
+			}
+		}
+		if !slices.Equal(cfg.Entrypoint, []string{"/otelcol-nemo"}) || !slices.Equal(cfg.Cmd, []string{"--config=/etc/otel/collector.yaml"}) {
+			t.Errorf("ENTRYPOINT %q CMD %q", cfg.Entrypoint, cfg.Cmd)
+		}
+		if _, ok := cfg.Volumes["/data"]; !ok {
+			t.Errorf("no VOLUME /data: %v", cfg.Volumes)
+		}
+		if !slices.Equal(cfg.Healthcheck.Test, []string{"CMD", "/healthcheck"}) {
+			t.Errorf("HEALTHCHECK %q, want [CMD /healthcheck]", cfg.Healthcheck.Test)
+		}
+	})
+
+	t.Run("presets validate in the image", func(t *testing.T) {
+		presets, _ := filepath.Glob(filepath.Join(testcollector.RepoRoot(t), "configs", "*.yaml"))
+		paths := []string{presetDir + "collector.yaml"}
+		for _, p := range presets {
+			paths = append(paths, presetDir+filepath.Base(p))
+		}
+		var envArgs []string
+		for k, v := range containerEnv(t) {
+			envArgs = append(envArgs, "--env", k+"="+v)
+		}
+		for _, path := range paths {
+			args := append([]string{"run", "--rm", "--label", label}, envArgs...)
+			args = append(args, image, "validate", "--config="+path)
+			if _, err := docker(t, nil, args...); err != nil {
+				t.Errorf("validate %s in the image: %v", path, err)
+			}
+		}
+		out, err := docker(t, nil, "run", "--rm", "--label", label, image, "validate", "--config="+presetDir+"honeycomb.yaml")
+		if err == nil || !strings.Contains(out, "HONEYCOMB_API_KEY") {
+			t.Errorf("honeycomb.yaml without HONEYCOMB_API_KEY: want a failure naming the variable, got err=%v:\n%s", err, out)
+		}
+	})
+
+	t.Run("default preset receives a job and writes JSONL as uid 10001", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Fatal("needs root to give the mounted /data directory to uid 10001 (docker/test.sh runs as root)")
+		}
+		data := t.TempDir()
+		for _, d := range []string{data, filepath.Join(data, "telemetry")} {
+			if err := os.MkdirAll(d, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(d, imageUID, imageUID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		grpcPort, httpPort, healthPort := testcollector.FreePort(t), testcollector.FreePort(t), testcollector.FreePort(t)
+		name := fmt.Sprintf("nemo-docker-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
+		args := []string{"run", "--detach", "--name", name, "--label", label,
+			"--publish", fmt.Sprintf("127.0.0.1:%d:4317", grpcPort),
+			"--publish", fmt.Sprintf("127.0.0.1:%d:4318", httpPort),
+			"--publish", fmt.Sprintf("127.0.0.1:%d:13133", healthPort),
+			"--volume", data + ":/data"}
+		for k, v := range containerEnv(t) {
+			args = append(args, "--env", k+"="+v)
+		}
+		mustDocker(t, nil, append(args, image)...) // the default CMD: --config=/etc/otel/collector.yaml
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("container logs:\n%s", containerLogs(t, name))
+			}
+			if _, err := docker(t, nil, "rm", "--force", "--volumes", name); err != nil {
+				t.Errorf("remove container: %v", err)
+			}
+		})
+
+		waitHealthy(t, name)
+		if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/", healthPort)); code != http.StatusOK {
+			t.Fatalf("health_check through the published port: status %d", code)
+		}
+		const world = 4 // gRPC and HTTP, both rank-key spellings, int and string ranks
+		sent := sendJob(t, lensJob(fmt.Sprintf("127.0.0.1:%d", grpcPort), fmt.Sprintf("127.0.0.1:%d", httpPort), "docker-run", world, 4))
+		t.Logf("acknowledged by the container: %s", describe(sent))
+
+		mustDocker(t, nil, "stop", "--time", "30", name)
+		if code := mustDocker(t, nil, "inspect", "--format", "{{.State.ExitCode}}", name); code != "0" {
+			t.Fatalf("collector exited with %s on SIGTERM:\n%s", code, containerLogs(t, name))
+		}
+		checkOutput(t, filepath.Join(data, "telemetry"), sent, world)
+	})
+}
+
+// TestDockerCompose runs the collector service of docker-compose.otel.yml
+// alone (no other image is pulled or started), on free host ports: it turns
+// healthy, serves its metrics, writes a job to the named volume as uid 10001,
+// and `down -v` removes its container, network and volume.
+func TestDockerCompose(t *testing.T) {
+	requireDocker(t)
+	project := envOr("NEMO_COMPOSE_PROJECT", fmt.Sprintf("nemo-docker-test-%d", os.Getpid()))
+	grpcPort, httpPort := testcollector.FreePort(t), testcollector.FreePort(t)
+	healthPort, metricsPort := testcollector.FreePort(t), testcollector.FreePort(t)
+	env := []string{
+		"OTLP_GRPC_PORT=" + strconv.Itoa(grpcPort), "OTLP_HTTP_PORT=" + strconv.Itoa(httpPort),
+		"HEALTH_CHECK_PORT=" + strconv.Itoa(healthPort), "OTELCOL_METRICS_PORT=" + strconv.Itoa(metricsPort),
+		"NEMO_PUBLISH_ADDR=127.0.0.1",
+	}
+	// The compose file as committed, plus an override that only adds the
+	// test environment to the collector (as the other e2e tests run presets).
+	var override strings.Builder
+	override.WriteString("services:\n  collector:\n    environment:\n")
+	cenv := containerEnv(t)
+	for _, k := range slices.Sorted(maps.Keys(cenv)) {
+		fmt.Fprintf(&override, "      %s: %q\n", k, cenv[k])
+	}
+	overridePath := filepath.Join(t.TempDir(), "compose.test-env.yml")
+	if err := os.WriteFile(overridePath, []byte(override.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	compose := func(args ...string) []string {
+		return append([]string{"compose", "--project-name", project,
+			"--file", "docker-compose.otel.yml", "--file", overridePath}, args...)
+	}
+	projectLabel := "label=com.docker.compose.project=" + project
+	down := func() error {
+		_, err := docker(t, env, compose("down", "--volumes", "--remove-orphans", "--timeout", "30")...)
+		return err
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := docker(t, env, compose("logs", "--no-color", "--tail", "50")...)
+			t.Logf("compose logs:\n%s", out)
+		}
+		if err := down(); err != nil {
+			t.Errorf("compose down: %v", err)
+		}
+	})
+
+	mustDocker(t, env, compose("up", "--detach", "--no-deps", "--no-build", "--pull", "never",
+		"--wait", "--wait-timeout", "90", "collector")...)
+
+	containers := strings.Fields(mustDocker(t, nil, "ps", "--all", "--quiet", "--filter", projectLabel))
+	if len(containers) != 1 {
+		t.Fatalf("compose started %d containers, want only the collector", len(containers))
+	}
+	waitHealthy(t, containers[0])
+	if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/", healthPort)); code != http.StatusOK {
+		t.Fatalf("health_check: status %d", code)
+	}
+	if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); code != http.StatusOK {
+		t.Fatalf("own metrics: status %d", code)
+	}
+
+	const world = 2 // one rank over gRPC, one over HTTP
+	sent := sendJob(t, lensJob(fmt.Sprintf("127.0.0.1:%d", grpcPort), fmt.Sprintf("127.0.0.1:%d", httpPort), "docker-compose", world, 3))
+	mustDocker(t, env, compose("stop", "--timeout", "30", "collector")...)
+	if code := mustDocker(t, nil, "inspect", "--format", "{{.State.ExitCode}}", containers[0]); code != "0" {
+		t.Fatalf("collector exited with %s on stop:\n%s", code, containerLogs(t, containers[0]))
+	}
+	volume := project + "_otel-data"
+	mount := mustDocker(t, nil, "volume", "inspect", "--format", "{{.Mountpoint}}", volume)
+	checkOutput(t, filepath.Join(mount, "telemetry"), sent, world)
+
+	if err := down(); err != nil {
+		t.Fatalf("compose down: %v", err)
+	}
+	for _, kind := range []string{"container", "volume", "network"} {
+		args := []string{kind, "ls", "--quiet", "--filter", projectLabel}
+		if kind == "container" {
+			args = []string{"ps", "--all", "--quiet", "--filter", projectLabel}
+		}
+		if left := mustDocker(t, nil, args...); left != "" {
+			t.Errorf("compose down left %ss behind: %s", kind, left)
+		}
+	}
+}
