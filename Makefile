@@ -45,6 +45,23 @@ run: $(BINARY) ## Build and run the collector on the default preset (CONFIG=conf
 test: $(BINARY) ## Run every test: unit, component and e2e against the built binary
 	$(GO) test -count=1 -timeout 30m ./...
 
+# Every fuzz target, as package:Target. Their seed corpora live in each
+# package's testdata/fuzz/ and run in every `go test`; `make fuzz` explores.
+FUZZ_TARGETS := \
+	./exporter/jsonlfileexporter:FuzzEncodeOTLP \
+	./exporter/jsonlfileexporter:FuzzAppendJSONString \
+	./exporter/jsonlfileexporter:FuzzPathTemplateValue \
+	./exporter/weaveexporter:FuzzRenameConflicts \
+	./internal/rankattr:FuzzParseString
+FUZZTIME ?= 20s
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 20s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
+
 .PHONY: generate
 generate: $(MDATAGEN) ## Regenerate mdatagen code; fails if the committed files were stale
 	@set -e; for d in $(GENERATED_DIRS); do (cd $$d && ../../$(MDATAGEN) metadata.yaml); done
