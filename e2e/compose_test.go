@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"os"
@@ -702,25 +703,34 @@ func httpStatus(t *testing.T, url string) int {
 }
 
 // checkOutput reads the file preset's output in dir and compares it with what
-// the collector acknowledged: every line a complete OTLP/JSON request, every
-// item found, every rank present, every file written by the image's user.
+// the collector acknowledged: every line a complete JSON record, every item
+// found, every rank present, every file and directory written by the image's
+// user.
 func checkOutput(t *testing.T, dir string, sent lensemu.Result, worldSize int) {
 	t.Helper()
-	for _, f := range []string{"traces.json", "metrics.json", "logs.json"} {
-		path := filepath.Join(dir, f)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("output: %v", err)
+	files := map[string]bool{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
 		}
-		if len(b) == 0 || b[len(b)-1] != '\n' {
-			t.Errorf("%s is empty or its last line is incomplete (%d bytes)", f, len(b))
-		}
-		fi, err := os.Stat(path)
+		fi, err := d.Info()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != imageUID || st.Gid != imageUID {
-			t.Errorf("%s is owned by %v, want uid/gid %d (the image's non-root user)", f, fi.Sys(), imageUID)
+			t.Errorf("%s is owned by %v, want uid/gid %d (the image's non-root user)", path, fi.Sys(), imageUID)
+		}
+		if !d.IsDir() {
+			files[filepath.Base(path)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("output: %v", err)
+	}
+	for _, f := range []string{"traces.jsonl", "metrics.jsonl", "logs.jsonl"} {
+		if !files[f] {
+			t.Errorf("no %s under %s (found %v)", f, dir, files)
 		}
 	}
 	got := readTelemetry(t, dir) // fails on any line that is not a complete request
