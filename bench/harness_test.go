@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+// userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ, which
+// the Linux ABI fixes at 100 on every architecture Go supports.
+const userHZ = 100
+
+// procCPU returns the CPU time (user+system) a process has used so far.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields are counted after its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no ')' in %q", pid, s)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	// Fields 14 (utime) and 15 (stime); f[0] is field 3.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+// procStatusKB returns a "Vm...:" line of /proc/<pid>/status, in KiB.
+func procStatusKB(pid int, key string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, key)
+}
+
+// cpuSampler reads a process's CPU time every interval and keeps the busiest
+// interval, in cores.
+type cpuSampler struct {
+	peakCores atomic.Uint64 // millicores
+	peakRSSKB atomic.Int64
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+func startSampler(pid int, every time.Duration) *cpuSampler {
+	s := &cpuSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		last, err := procCPU(pid)
+		if err != nil {
+			return
+		}
+		lastAt := time.Now()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			cpu, err := procCPU(pid)
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			milli := uint64(float64(cpu-last) / float64(now.Sub(lastAt)) * 1000)
+			if milli > s.peakCores.Load() {
+				s.peakCores.Store(milli)
+			}
+			if rss, err := procStatusKB(pid, "VmRSS"); err == nil && rss > s.peakRSSKB.Load() {
+				s.peakRSSKB.Store(rss)
+			}
+			last, lastAt = cpu, now
+		}
+	}()
+	return s
+}
+
+// finish stops sampling and returns the busiest interval in cores.
+func (s *cpuSampler) finish() float64 {
+	close(s.stop)
+	<-s.done
+	return float64(s.peakCores.Load()) / 1000
+}
+
+// loadgenReport is the part of the load generator's JSON report the harness reads.
+type loadgenReport struct {
+	ElapsedSeconds float64            `json:"elapsed_seconds"`
+	ItemsAccepted  int64              `json:"items_accepted"`
+	ItemsRefused   int64              `json:"items_refused"`
+	ItemsPerSecond float64            `json:"accepted_items_per_second"`
+	Errors         map[string]int64   `json:"errors"`
+	CPUSeconds     float64            `json:"cpu_seconds"`
+	LatencyMs      map[string]float64 `json:"latency_ms"`
+}
+
+// goTool returns the go command that runs this test.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// buildLoadgen compiles bench/loadgen into dir.
+func buildLoadgen(t testing.TB, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "loadgen")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./bench/loadgen")
+	cmd.Dir = testcollector.RepoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the load generator: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runLoadgen runs the generator to completion (it stops by itself; the
+// context only guards against a hang) and returns its report and CPU time.
+func runLoadgen(t testing.TB, bin string, limit time.Duration, args ...string) (loadgenReport, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var rep loadgenReport
+	if jerr := json.Unmarshal(out, &rep); jerr != nil {
+		return rep, fmt.Errorf("loadgen %v: %v (report unreadable: %v)\n%s", args, err, jerr, stderr.String())
+	}
+	if cmd.ProcessState != nil {
+		rep.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	}
+	if err != nil {
+		return rep, fmt.Errorf("loadgen %v: %v\n%s", args, err, stderr.String())
+	}
+	return rep, nil
+}
+
+// collectorSpans reads the collector's own count of spans its receivers
+// accepted and refused.
+func collectorSpans(c *testcollector.Collector) (accepted, refused float64, err error) {
+	accepted, _, err = c.Metric("otelcol_receiver_accepted_spans")
+	if err != nil {
+		return 0, 0, err
+	}
+	refused, _, err = c.Metric("otelcol_receiver_refused_spans")
+	return accepted, refused, err
+}
+
+// waitDrained waits until the pipeline has handed on what it received: one
+// batch timeout, then until the exporters' sent+failed span counts stop moving.
+func waitDrained(c *testcollector.Collector, batchTimeout time.Duration) {
+	time.Sleep(batchTimeout + 200*time.Millisecond)
+	deadline := time.Now().Add(15 * time.Second)
+	last := -1.0
+	for time.Now().Before(deadline) {
+		sent, _, err1 := c.Metric("otelcol_exporter_sent_spans")
+		failed, _, err2 := c.Metric("otelcol_exporter_send_failed_spans")
+		if err1 != nil || err2 != nil {
+			return
+		}
+		if sent+failed == last {
+			return
+		}
+		last = sent + failed
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// otlpSink is a local OTLP/HTTP backend for exporter scenarios: it reads and
+// discards every request and answers 200 with an empty export response, so
+// the exporter is measured and not a remote service.
+type otlpSink struct {
+	srv      *httptest.Server
+	requests atomic.Int64
+	bytes    atomic.Int64
+}
+
+func startSink(t testing.TB) *otlpSink {
+	s := &otlpSink{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		s.requests.Add(1)
+		s.bytes.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// loadAvg is /proc/loadavg's first three fields: how busy the machine was.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// componentList returns the component names the binary was built with.
+func componentList(t testing.TB) map[string]bool {
+	t.Helper()
+	out, err := testcollector.Run(t, nil, "components")
+	if err != nil {
+		t.Fatalf("otelcol-nemo components: %v\n%s", err, out)
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "- name: "); ok {
+			names[strings.TrimSpace(v)] = true
+		}
+	}
+	return names
+}
+
+// firstLine returns the first line of s, for compact error notes.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}

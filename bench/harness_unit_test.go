@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestProcReaders(t *testing.T) {
+	pid := os.Getpid()
+	before, err := procCPU(pid)
+	require.NoError(t, err)
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	after, err := procCPU(pid)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, after, before)
+	assert.Positive(t, after)
+
+	// RSS first: the high-water mark read after it cannot be below it.
+	rss, err := procStatusKB(pid, "VmRSS")
+	require.NoError(t, err)
+	hwm, err := procStatusKB(pid, "VmHWM")
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, hwm, rss)
+	_, err = procStatusKB(pid, "NoSuchKey")
+	assert.Error(t, err)
+	_, err = procCPU(-1)
+	assert.Error(t, err)
+}
+
+func TestPending(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(root+"/bench/configs", 0o755))
+	require.NoError(t, os.WriteFile(root+"/bench/configs/have.yaml", nil, 0o644))
+	built := map[string]bool{"nop": true}
+	assert.Equal(t, "", pending(root, scenario{config: "bench/configs/have.yaml", requires: []string{"nop"}}, built))
+	assert.Equal(t, "needs bench/configs/missing.yaml", pending(root, scenario{config: "bench/configs/missing.yaml"}, built))
+	assert.Equal(t, "the binary lacks weave (make build)", pending(root, scenario{config: "bench/configs/have.yaml", requires: []string{"weave"}}, built))
+	assert.Contains(t, pending(root, scenario{config: "bench/configs/missing.yaml", requires: []string{"weave"}}, built), "needs weave in the build and")
+}
+
+func TestScenarioListIsConsistent(t *testing.T) {
+	names := map[string]bool{}
+	for _, sc := range scenarioList() {
+		assert.False(t, names[sc.name], "scenario %s listed twice", sc.name)
+		names[sc.name] = true
+		assert.NotEmpty(t, sc.phases, sc.name)
+		assert.True(t, strings.HasSuffix(sc.config, ".yaml"), sc.name)
+	}
+	for _, sc := range scenarioList() {
+		if sc.baseline != "" {
+			assert.True(t, names[sc.baseline], "%s: baseline %s is not a scenario", sc.name, sc.baseline)
+		}
+	}
+}
+
+func TestGoals(t *testing.T) {
+	ok := func(name string, phases ...phaseResult) scenarioResult {
+		return scenarioResult{Name: name, Status: "ok", Phases: phases}
+	}
+	byName := map[string]scenarioResult{
+		"preset":     ok("preset", phaseResult{Phase: "100k/s", TargetRate: 100_000, SpansPerSecond: 99_000, AvgCores: 0.6, PeakRSSMiB: 200}),
+		"file":       ok("file", phaseResult{Phase: "saturation", CPUPerMillion: 9}),
+		"jsonl_file": ok("jsonl_file", phaseResult{Phase: "saturation", CPUPerMillion: 4}),
+		"ceiling":    ok("ceiling", phaseResult{Phase: "10k/s", AvgCores: 0.05, PeakRSSMiB: 120}),
+	}
+	g := goals(byName)
+	require.Len(t, g, 4)
+	assert.True(t, strings.HasPrefix(g[0][1], "met"), g[0][1])
+	assert.True(t, strings.HasPrefix(g[1][1], "not met: 2.25x"), g[1][1])
+	assert.True(t, strings.HasPrefix(g[2][1], "pending"), g[2][1])
+	assert.True(t, strings.HasPrefix(g[3][1], "not met"), g[3][1], "120 MiB is over the 100 MiB floor")
+
+	byName["nemo_run"] = ok("nemo_run", phaseResult{Phase: "100k/s", CPUPerMillion: 3.3})
+	byName["rank_strategy_single_rank"] = ok("rank_strategy_single_rank", phaseResult{Phase: "100k/s", CPUPerMillion: 3.15})
+	byName["ceiling_1000_ranks"] = ok("ceiling_1000_ranks", phaseResult{Phase: "100k/s", CPUPerMillion: 3})
+	g = goals(byName)
+	assert.True(t, strings.HasPrefix(g[2][1], "met: +15%") || strings.HasPrefix(g[2][1], "not met: +15%"), g[2][1])
+	byName["nemo_run"] = ok("nemo_run", phaseResult{Phase: "100k/s", CPUPerMillion: 3.1})
+	assert.True(t, strings.HasPrefix(goals(byName)[2][1], "met: +8%"), goals(byName)[2][1])
+}
+
+func TestThousands(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.4: "1,234,567", 100000: "100,000"} {
+		assert.Equal(t, want, thousands(v))
+	}
+	assert.Equal(t, "n/a", ratio(1, 0))
+	assert.Equal(t, "2.00x", ratio(2, 1))
+	assert.Equal(t, "113x", ratio(113.27, 1))
+}

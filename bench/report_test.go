@@ -1,0 +1,353 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+type reportInput struct {
+	root       string
+	results    []scenarioResult
+	generators []generatorResult
+	phase      time.Duration
+	started    time.Time
+	elapsed    time.Duration
+	microPath  string
+}
+
+func writeJSON(path string, results []scenarioResult, gens []generatorResult) error {
+	b, err := json.MarshalIndent(struct {
+		Scenarios  []scenarioResult  `json:"scenarios"`
+		Generators []generatorResult `json:"generators,omitempty"`
+	}{results, gens}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// machine describes the host from /proc.
+func machine() (cpu, mem, kernel string) {
+	cpu, mem, kernel = "?", "?", "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if kb, err := procStatusKBFile("/proc/meminfo", "MemTotal"); err == nil {
+		mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return cpu, mem, kernel
+}
+
+func procStatusKBFile(path, key string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
+			var kb int64
+			_, err := fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb, err
+		}
+	}
+	return 0, fmt.Errorf("%s has no %s", path, key)
+}
+
+// moduleVersions reads the core and contrib releases from the ocb manifest.
+func moduleVersions(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "builder-config.yaml"))
+	if err != nil {
+		return "?"
+	}
+	var core, contrib string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[1] != "gomod:" {
+			continue
+		}
+		mod, ver := f[2], f[3]
+		switch {
+		case core == "" && strings.HasPrefix(mod, "go.opentelemetry.io/collector/") && strings.HasPrefix(ver, "v0."):
+			core = ver
+		case contrib == "" && strings.HasPrefix(mod, "github.com/open-telemetry/opentelemetry-collector-contrib/"):
+			contrib = ver
+		}
+	}
+	return fmt.Sprintf("collector core %s, contrib %s", core, contrib)
+}
+
+func ratio(v, base float64) string {
+	if v <= 0 || base <= 0 {
+		return "n/a"
+	}
+	return num(v/base) + "x"
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// thousands formats an integer count with thin separators: 1,234,567.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func renderReport(t *testing.T, in reportInput) string {
+	byName := map[string]scenarioResult{}
+	for _, r := range in.results {
+		byName[r.Name] = r
+	}
+	cpu, mem, kernel := machine()
+	version, _ := testcollector.Run(t, nil, "--version")
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+
+	w("# Benchmarks\n\n")
+	w("Written by the scenario harness (`make bench`, i.e. `bench/run.sh`) on %s; the scenarios took %s.\n", in.started.UTC().Format("2006-01-02 15:04 UTC"), in.elapsed.Round(time.Second))
+	w("Every figure below comes from that one run, on one machine: compare rows of this file with each other,\n")
+	w("not with another run's.\n\n")
+	w("Rerun everything: `make bench`. Scenarios only: `go test ./bench -run TestScenarios -count=1 -timeout 14m -args -full -out $PWD/BENCHMARKS.md`\n")
+	w("(add `-only ceiling,file` to pick scenarios). Smoke run (CI, `make test`): `go test ./bench` (about 2 s of load per scenario).\n\n")
+
+	w("## Machine\n\n| | |\n|---|---|\n")
+	w("| CPU | %s, %d cores |\n| Memory | %s |\n| Kernel | %s |\n| Go | %s |\n", cpu, runtime.NumCPU(), mem, kernel, runtime.Version())
+	w("| Collector | %s (%s) |\n", strings.TrimSpace(version), moduleVersions(in.root))
+	w("| Load phase | %s per phase, a fresh collector per phase |\n", in.phase)
+	lo, hi := loadRange(in.results)
+	w("| Machine load (1-min load average at phase starts) | %s to %s |\n\n", num(lo), num(hi))
+	w("The load generator and the collector share these cores.")
+	if hi > float64(runtime.NumCPU()) {
+		w(" **Other work kept the machine busy during this run (a load average above\n")
+		w("its %d cores): the collector got a fraction of the CPU, so absolute spans/s understate what it does alone;\n", runtime.NumCPU())
+		w("ratios between rows of one run hold better, CPU-s / M spans best.**")
+	}
+	w("\n\n")
+
+	w("## Method\n\n")
+	w("- Load: `bench/loadgen` over OTLP/gRPC, NeMo Lens-shaped (REFERENCE.md §1): one resource per rank with the\n")
+	w("  rank, run, SLURM and W&B attributes; a `megatron.train_step` subtree of 20 spans per step; 500 spans (25 steps)\n")
+	w("  per request; 4 connections, 8 requests in flight. Span ids, timestamps and `megatron.iteration` change on every replay.\n")
+	w("- *saturation*: as fast as the collector answers; *100k/s*, *10k/s*: paced to that many spans per second.\n")
+	w("- spans/s: the collector's own `otelcol_receiver_accepted_spans` over the phase, divided by the generator's sending time.\n")
+	w("  The generator's accepted count must equal the collector's (the harness fails otherwise).\n")
+	w("- CPU-s / M spans: the collector's user+system CPU (`/proc/<pid>/stat`) during the load and the drain after it\n")
+	w("  (until the exporters' sent counts stop moving), per million accepted spans. Cores: CPU during the load / wall time;\n")
+	w("  peak cores: the busiest 250 ms. Peak RSS: `VmHWM` from `/proc/<pid>/status` at the end of the phase.\n")
+	w("- Ratios compare a scenario with its baseline (its stock counterpart), same run, same load.\n\n")
+
+	if len(in.generators) > 0 {
+		w("## Load generator versus telemetrygen\n\n")
+		w("Both as fast as they go against the same ceiling collector (OTLP -> batch -> nop), counted by the collector.\n\n")
+		w("| generator | spans/s accepted | generator CPU-s | generator CPU-s / M spans | collector cores | spans by its own count | command |\n|---|---:|---:|---:|---:|---:|---|\n")
+		for _, g := range in.generators {
+			if g.Error != "" && g.Accepted == 0 {
+				w("| %s | failed: %s | | | | | `%s` |\n", g.Name, g.Error, g.Command)
+				continue
+			}
+			w("| %s | %s | %s | %s | %s | %s | `%s` |\n", g.Name, thousands(g.SpansPerSecond), num(g.CPUSeconds), num(g.CPUPerMillion),
+				num(g.CollectorAvgCores), thousands(g.Claimed), g.Command)
+		}
+		if len(in.generators) == 2 && in.generators[1].SpansPerSecond > 0 && in.generators[0].CPUPerMillion > 0 {
+			lg, tg := in.generators[0], in.generators[1]
+			w("\nbench/loadgen gets **%s** the spans/s of telemetrygen through the same collector, at **1/%s** of its CPU per span\n",
+				ratio(lg.SpansPerSecond, tg.SpansPerSecond), num(tg.CPUPerMillion/lg.CPUPerMillion))
+			w("(telemetrygen's own count includes the spans its SDK dropped; REFERENCE.md §6).\n")
+		}
+		w("\n")
+	}
+
+	table := func(title, phaseName, intro string) {
+		w("## %s\n\n%s\n\n", title, intro)
+		w("| scenario | pipeline | spans/s | vs baseline | CPU-s / M spans | vs baseline | cores avg | cores peak | peak RSS MiB | refused spans | generator CPU-s / M |\n")
+		w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range in.results {
+			p, ok := r.phase(phaseName)
+			if !ok {
+				continue
+			}
+			vsRate, vsCPU := "", ""
+			if base, ok := byName[r.Baseline].phase(phaseName); ok {
+				vsRate = ratio(p.SpansPerSecond, base.SpansPerSecond) + " " + r.Baseline
+				vsCPU = ratio(p.CPUPerMillion, base.CPUPerMillion)
+			}
+			genPerM := 0.0
+			if p.LoadgenAccepted > 0 {
+				genPerM = p.LoadgenCPUSeconds / float64(p.LoadgenAccepted) * 1e6
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.What, thousands(p.SpansPerSecond), vsRate,
+				num(p.CPUPerMillion), vsCPU, num(p.AvgCores), num(p.PeakCores), num(p.PeakRSSMiB), thousands(p.Refused), num(genPerM))
+		}
+		w("\n")
+	}
+	table("Saturation", "saturation", "As many spans as the collector accepts. Higher spans/s and lower CPU-s / M spans are better.")
+	table("Fixed 100,000 spans/s", "100k/s", "The load of a 1,000-rank per-step run (REFERENCE.md §1). A scenario below 100,000 spans/s here cannot keep up.")
+	table("Fixed 10,000 spans/s", "10k/s", "The contrib testbed's budget for 10k spans/s OTLP is 20% of a core and 100 MiB.")
+
+	var pendingRows []scenarioResult
+	for _, r := range in.results {
+		if r.Status != "ok" {
+			pendingRows = append(pendingRows, r)
+		}
+	}
+	if len(pendingRows) > 0 {
+		w("## Not measured in this run\n\n| scenario | pipeline | baseline | status |\n|---|---|---|---|\n")
+		for _, r := range pendingRows {
+			w("| %s | %s | %s | %s |\n", r.Name, r.What, r.Baseline, r.Status)
+		}
+		w("\nA pending scenario runs as soon as its config exists under `bench/configs/` and its component is in the\n")
+		w("build: the harness (`bench/scenarios_test.go`) already holds its load, baseline and phases.\n\n")
+	}
+
+	w("## Goals (issue 10)\n\n| goal | where we stand |\n|---|---|\n")
+	for _, g := range goals(byName) {
+		w("| %s | %s |\n", g[0], g[1])
+	}
+	w("\n")
+
+	w("## Go micro-benchmarks\n\n")
+	if in.microPath == "" {
+		w("Not run (`bench/run.sh` runs them before the scenarios).\n")
+	} else if micro, err := os.ReadFile(in.microPath); err != nil {
+		w("Unavailable: %v\n", err)
+	} else {
+		w("`go test -run '^$' -bench . -benchmem -count 6 -benchtime 200ms` (`BENCH_COUNT`, `BENCH_TIME`) over the packages that have benchmarks, summarised by benchstat:\n\n```\n%s\n```\n", strings.TrimSpace(string(micro)))
+	}
+	return b.String()
+}
+
+// loadRange returns the lowest and highest 1-minute load average seen at the
+// start of a phase.
+func loadRange(results []scenarioResult) (lo, hi float64) {
+	first := true
+	for _, r := range results {
+		for _, p := range r.Phases {
+			var v float64
+			if _, err := fmt.Sscanf(p.LoadAvg, "%g", &v); err != nil {
+				continue
+			}
+			if first || v < lo {
+				lo = v
+			}
+			if first || v > hi {
+				hi = v
+			}
+			first = false
+		}
+	}
+	return lo, hi
+}
+
+// goals states where the measured figures stand against issue 10's goals.
+func goals(byName map[string]scenarioResult) [][2]string {
+	get := func(name, phase string) (phaseResult, bool) {
+		r, ok := byName[name]
+		if !ok || r.Status != "ok" {
+			return phaseResult{}, false
+		}
+		return r.phase(phase)
+	}
+	var out [][2]string
+
+	g1 := "1,000 ranks at 100,000 spans/s through the default preset: collector under 1 core and 500 MiB RSS"
+	if p, ok := get("preset", "100k/s"); ok {
+		verdict := "met"
+		if p.AvgCores >= 1 || p.PeakRSSMiB >= 500 || p.SpansPerSecond < 0.95*p.TargetRate {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{g1, fmt.Sprintf("%s with configs/file.yaml as committed: %s spans/s, %s cores, %s MiB (the goal's preset is nemo_run + rank_strategy + jsonl_file; this measures whatever the preset holds)",
+			verdict, thousands(p.SpansPerSecond), num(p.AvgCores), num(p.PeakRSSMiB))})
+	} else {
+		out = append(out, [2]string{g1, "not measured"})
+	}
+
+	g2 := "`jsonl_file` at least 3x the stock `file` exporter's spans per CPU-second"
+	j, jok := get("jsonl_file", "saturation")
+	f, fok := get("file", "saturation")
+	if jok && fok && j.CPUPerMillion > 0 {
+		x := f.CPUPerMillion / j.CPUPerMillion
+		verdict := "met"
+		if x < 3 {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{g2, fmt.Sprintf("%s: %.2fx (%s vs %s CPU-s / M spans)", verdict, x, num(j.CPUPerMillion), num(f.CPUPerMillion))})
+	} else {
+		out = append(out, [2]string{g2, "pending: jsonl_file scenario"})
+	}
+
+	g3 := "our processors together under 15% of the ceiling scenario's CPU"
+	base, bok := get("ceiling_1000_ranks", "100k/s")
+	var parts []string
+	total, all := 0.0, bok
+	for _, name := range []string{"nemo_run", "rank_strategy_single_rank"} {
+		p, ok := get(name, "100k/s")
+		if !ok || !bok || base.CPUPerMillion <= 0 {
+			all = false
+			continue
+		}
+		extra := p.CPUPerMillion/base.CPUPerMillion - 1
+		total += extra
+		parts = append(parts, fmt.Sprintf("%s %+.0f%%", name, 100*extra))
+	}
+	switch {
+	case all:
+		verdict := "met"
+		if total >= 0.15 {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{g3, fmt.Sprintf("%s: %+.0f%% CPU per span over ceiling_1000_ranks at 100k/s (%s)", verdict, 100*total, strings.Join(parts, ", "))})
+	default:
+		out = append(out, [2]string{g3, "pending: nemo_run and rank_strategy scenarios"})
+	}
+
+	g4 := "contrib testbed floor: 10k spans/s OTLP within 20% of a core and 100 MiB"
+	if p, ok := get("ceiling", "10k/s"); ok {
+		verdict := "met"
+		if p.AvgCores > 0.2 || p.PeakRSSMiB > 100 {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{g4, fmt.Sprintf("%s (ceiling): %s cores, %s MiB", verdict, num(p.AvgCores), num(p.PeakRSSMiB))})
+	} else {
+		out = append(out, [2]string{g4, "not measured"})
+	}
+	return out
+}

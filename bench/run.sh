@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Benchmarks of otelcol-nemo (`make bench`): the Go micro-benchmarks of every
+# package that has some (go test -bench, -count 6, summarised by benchstat),
+# then the system scenarios against the built binary (bench/scenarios_test.go
+# with -full), which write BENCHMARKS.md at the repository root. Raw output
+# goes to bench/out/.
+#
+# Usage: bench/run.sh [-smoke]
+#   -smoke   one iteration of each micro-benchmark and ~2 s per scenario; no report.
+# Environment:
+#   BENCH_PHASE   length of one scenario load phase (default 12s)
+#   BENCH_COUNT   -count of the micro-benchmarks (default 6: benchstat needs 6
+#                 samples for a 95% confidence interval)
+#   BENCH_TIME    -benchtime of the micro-benchmarks (default 200ms)
+#   BENCH_ONLY    comma-separated scenarios to run (default all)
+#   BENCH_BUDGET  seconds the whole run may take (default 870, under 15 minutes)
+#   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios (default 560)
+#
+# Everything it starts runs under `timeout`, in a process group of its own
+# that is killed when the budget runs out or the script is interrupted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=bench/out
+mkdir -p "$out"
+
+smoke=0
+case "${1:-}" in
+  -smoke) smoke=1 ;;
+  "") ;;
+  *) echo "usage: bench/run.sh [-smoke]" >&2; exit 2 ;;
+esac
+
+phase=${BENCH_PHASE:-12s}
+count=${BENCH_COUNT:-6}
+benchtime=${BENCH_TIME:-200ms}
+# Seconds kept for the scenarios (about 22 s per phase of 12 s; 17 phases
+# now, 25 once every slot is filled); the micro-benchmarks get the rest.
+scenario_reserve=${BENCH_SCENARIO_RESERVE:-560}
+only=${BENCH_ONLY:-}
+budget=${BENCH_BUDGET:-870}
+benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+go=${GO:-go}
+start=$(date +%s)
+
+if [[ ! -x _build/otelcol-nemo ]]; then
+  echo "bench: _build/otelcol-nemo not found: run make build (make bench does)" >&2
+  exit 1
+fi
+
+child=
+# run_bounded SECONDS CMD...: runs CMD under timeout (its own process group,
+# killed as a whole at the deadline) and waits for it.
+run_bounded() {
+  local secs=$1; shift
+  timeout -k 15s "${secs}s" "$@" &
+  child=$!
+  local rc=0
+  wait "$child" || rc=$?
+  child=
+  return "$rc"
+}
+trap 'if [[ -n "$child" ]]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi; exit 130' INT TERM
+
+remaining() { echo $(( budget - ($(date +%s) - start) )); }
+
+# Packages with benchmarks: a *_test.go declaring func Benchmark...
+mapfile -t pkgs < <($go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
+  if grep -qs '^func Benchmark' "$dir"/*_test.go; then echo "$pkg"; fi
+done)
+
+echo "== micro-benchmarks: ${pkgs[*]:-none}"
+micro_raw=$out/micro.txt
+micro_sum=$out/micro-benchstat.txt
+if [[ ${#pkgs[@]} -gt 0 ]]; then
+  if [[ $smoke -eq 1 ]]; then
+    bench_flags=(-benchtime 1x -count 1)
+  else
+    bench_flags=(-count "$count" -benchtime "$benchtime")
+  fi
+  micro_budget=$(( $(remaining) - scenario_reserve ))
+  [[ $micro_budget -ge 120 ]] || micro_budget=120
+  if ! run_bounded "$micro_budget" $go test -run '^$' -bench . -benchmem "${bench_flags[@]}" -timeout "${micro_budget}s" "${pkgs[@]}" > >(tee "$micro_raw") 2>&1; then
+    echo "bench: micro-benchmarks failed or ran out of their ${micro_budget}s" | tee -a "$micro_raw" >&2
+  fi
+  if run_bounded 180 $go run "$benchstat" "$micro_raw" > "$micro_sum" 2> "$out/benchstat.err"; then
+    cat "$micro_sum"
+  else
+    echo "bench: benchstat unavailable ($(head -1 "$out/benchstat.err")); the report shows the raw output" >&2
+    cp "$micro_raw" "$micro_sum"
+  fi
+else
+  echo "no package has benchmarks" > "$micro_sum"
+fi
+
+scen_budget=$(( $(remaining) - 20 ))
+if [[ $scen_budget -lt 60 ]]; then
+  echo "bench: only ${scen_budget}s left for the scenarios" >&2
+  exit 1
+fi
+args=(-json "$root/$out/scenarios.json")
+[[ -n "$only" ]] && args+=(-only "$only")
+if [[ $smoke -eq 1 ]]; then
+  echo "== scenarios (smoke)"
+else
+  echo "== scenarios (${phase} per phase, at most ${scen_budget}s)"
+  args+=(-full -phase "$phase" -budget "$(( scen_budget - 30 ))s" -out "$root/BENCHMARKS.md" -micro "$root/$micro_sum")
+fi
+status=0
+run_bounded "$scen_budget" $go test ./bench -run '^TestScenarios$' -count=1 -v -timeout "$(( scen_budget - 10 ))s" -args "${args[@]}" \
+  > >(tee "$out/scenarios.log" | grep --line-buffered -E '^(=== RUN|--- |    scenarios_test|ok|FAIL|PASS)') 2>&1 || status=$?
+echo "== done in $(( $(date +%s) - start ))s"
+if [[ $status -ne 0 ]]; then
+  echo "bench: the scenarios failed (exit $status): see $out/scenarios.log" >&2
+  exit "$status"
+fi
+[[ $smoke -eq 1 ]] || echo "wrote BENCHMARKS.md and $out/scenarios.json"

@@ -1,0 +1,358 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+// Flags of a full run (go test ./bench -run TestScenarios -args -full ...);
+// without -full the test is the smoke run.
+var (
+	fullRun          = flag.Bool("full", false, "run every scenario for -phase per load phase and write the report; default: a smoke run of about 2 s per scenario")
+	phaseLen         = flag.Duration("phase", 15*time.Second, "length of one load phase in a -full run")
+	outPath          = flag.String("out", "", "-full: write the report (BENCHMARKS.md) here")
+	jsonPath         = flag.String("json", "", "write the raw results as JSON here")
+	microPath        = flag.String("micro", "", "-full: file with the Go micro-benchmark results to include in the report")
+	onlyScenarios    = flag.String("only", "", "comma-separated scenarios to run (default: all)")
+	withTelemetrygen = flag.Bool("telemetrygen", true, "-full: also measure telemetrygen against the ceiling scenario")
+	budget           = flag.Duration("budget", 0, "stop starting scenarios when one would end past this much time (0: no limit); the report still gets written")
+)
+
+// phaseOverhead is a generous estimate of what a phase costs besides its
+// load: starting and stopping a collector, building 1,000 ranks' requests,
+// draining the pipeline.
+const phaseOverhead = 10 * time.Second
+
+// smokePhase is the length of one load phase in the smoke run.
+const smokePhase = time.Second
+
+// batchTimeout is the batch processor timeout of every scenario config.
+const batchTimeout = time.Second
+
+// phase is one load level of a scenario.
+type phase struct {
+	name string
+	// rate is the target in spans/s; 0 is saturation (as fast as accepted).
+	rate float64
+}
+
+var (
+	saturation = phase{"saturation", 0}
+	fixed100k  = phase{"100k/s", 100_000}
+	fixed10k   = phase{"10k/s", 10_000}
+)
+
+// scenario is one collector config under load, and what it is compared with.
+type scenario struct {
+	name string
+	// what describes the pipeline for the report.
+	what string
+	// config is the collector config, relative to the repository root.
+	config string
+	// requires lists components the binary must contain.
+	requires []string
+	// baseline is the scenario this one is compared with (its stock counterpart).
+	baseline string
+	// loadgen holds extra load generator flags.
+	loadgen []string
+	// sink starts a local OTLP/HTTP sink and passes its URL as BENCH_SINK_ENDPOINT.
+	sink   bool
+	phases []phase
+}
+
+// thousandRanks is the 1,000-rank load: 200 ms steps, so that at 100,000
+// spans/s (5 steps per second per rank) the timestamps follow the sending.
+var thousandRanks = []string{"-ranks", "1000", "-batch", "500", "-step-duration", "200ms"}
+
+// scenarioList is every scenario, in report order. A scenario whose config
+// does not exist, or whose components the binary lacks, is listed as pending
+// rather than run: a new one needs its entry here and its config under
+// bench/configs/.
+func scenarioList() []scenario {
+	std := []phase{saturation, fixed100k}
+	return []scenario{
+		{name: "ceiling", what: "OTLP -> batch -> nop, 8 ranks", config: "bench/configs/ceiling.yaml",
+			phases: []phase{saturation, fixed100k, fixed10k}},
+		{name: "ceiling_1000_ranks", what: "OTLP -> batch -> nop, 1,000 ranks", config: "bench/configs/ceiling.yaml",
+			baseline: "ceiling", loadgen: thousandRanks, phases: std},
+		{name: "file", what: "OTLP -> batch -> stock `file` (json)", config: "bench/configs/file.yaml",
+			baseline: "ceiling", phases: std},
+		// jsonl_file versus the stock file exporter.
+		{name: "jsonl_file", what: "OTLP -> batch -> `jsonl_file`", config: "bench/configs/jsonl_file.yaml",
+			requires: []string{"jsonl_file"}, baseline: "file", phases: std},
+		{name: "filter_single_rank", what: "OTLP -> stock `filter` (OTTL: keep rank 999) -> batch -> nop, 1,000 ranks",
+			config: "bench/configs/filter_single_rank.yaml", baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
+		// rank_strategy single_rank, then sampled 10% with straggler retention on.
+		{name: "rank_strategy_single_rank", what: "OTLP -> `rank_strategy` (single_rank) -> batch -> nop, 1,000 ranks",
+			config: "bench/configs/rank_strategy_single_rank.yaml", requires: []string{"rank_strategy"},
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
+		{name: "rank_strategy_sampled", what: "OTLP -> `rank_strategy` (sampled 10%, straggler retention) -> batch -> nop, 1,000 ranks, 10 stragglers",
+			config: "bench/configs/rank_strategy_sampled.yaml", requires: []string{"rank_strategy"},
+			baseline: "ceiling_1000_ranks", loadgen: append([]string{"-stragglers", "10"}, thousandRanks...), phases: std},
+		// Run id with and without nemo_run; the ranks minted their own run ids.
+		{name: "nemo_run", what: "OTLP -> `nemo_run` -> batch -> nop, 1,000 ranks with per-process run ids",
+			config: "bench/configs/nemo_run.yaml", requires: []string{"nemo_run"},
+			baseline: "ceiling_1000_ranks", loadgen: append([]string{"-run-id", "random"}, thousandRanks...), phases: std},
+		{name: "otlp_http", what: "OTLP -> batch -> stock `otlp_http` -> local sink", config: "bench/configs/otlp_http.yaml",
+			baseline: "ceiling", sink: true, phases: std},
+		// weave versus the stock otlp_http exporter to the same sink.
+		{name: "weave", what: "OTLP -> batch -> `weave` -> local sink", config: "bench/configs/weave.yaml",
+			requires: []string{"weave"}, baseline: "otlp_http", sink: true, phases: std},
+		{name: "preset", what: "configs/file.yaml as committed (the default preset), 1,000 ranks", config: "configs/file.yaml",
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
+	}
+}
+
+// phaseResult is what one load phase measured.
+type phaseResult struct {
+	Phase      string  `json:"phase"`
+	TargetRate float64 `json:"target_spans_per_second"`
+	Seconds    float64 `json:"seconds"`
+	// Accepted and Refused are the collector's own counts (otelcol_receiver_*_spans).
+	Accepted        float64 `json:"collector_accepted_spans"`
+	Refused         float64 `json:"collector_refused_spans"`
+	LoadgenAccepted int64   `json:"loadgen_accepted_spans"`
+	SpansPerSecond  float64 `json:"accepted_spans_per_second"`
+	// CPUSeconds covers the load and the pipeline draining after it.
+	CPUSeconds        float64          `json:"collector_cpu_seconds"`
+	CPUPerMillion     float64          `json:"collector_cpu_seconds_per_million_spans"`
+	AvgCores          float64          `json:"collector_avg_cores"`
+	PeakCores         float64          `json:"collector_peak_cores_250ms"`
+	PeakRSSMiB        float64          `json:"collector_peak_rss_mib"`
+	LoadgenCPUSeconds float64          `json:"loadgen_cpu_seconds"`
+	LoadgenErrors     map[string]int64 `json:"loadgen_errors,omitempty"`
+	LatencyP99Ms      float64          `json:"loadgen_latency_p99_ms"`
+	LoadAvg           string           `json:"machine_load_average"`
+}
+
+// scenarioResult is one scenario's outcome.
+type scenarioResult struct {
+	Name     string        `json:"name"`
+	What     string        `json:"what"`
+	Config   string        `json:"config"`
+	Baseline string        `json:"baseline,omitempty"`
+	Loadgen  []string      `json:"loadgen_flags,omitempty"`
+	Status   string        `json:"status"`
+	Phases   []phaseResult `json:"phases,omitempty"`
+}
+
+func (r scenarioResult) phase(name string) (phaseResult, bool) {
+	for _, p := range r.Phases {
+		if p.Phase == name {
+			return p, true
+		}
+	}
+	return phaseResult{}, false
+}
+
+// TestScenarios runs the scenarios against the built binary. Without -full
+// it is the smoke run: about 2 s of load per scenario on one collector each,
+// failing when a scenario's collector accepted nothing or when the load
+// generator's count and the collector's differ.
+func TestScenarios(t *testing.T) {
+	root := testcollector.RepoRoot(t)
+	testcollector.Binary(t)
+	components := componentList(t)
+	loadgen := buildLoadgen(t, t.TempDir())
+	only := map[string]bool{}
+	known := map[string]bool{}
+	for _, sc := range scenarioList() {
+		known[sc.name] = true
+	}
+	for _, n := range strings.Split(*onlyScenarios, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			if !known[n] {
+				t.Fatalf("-only: no scenario %q", n)
+			}
+			only[n] = true
+		}
+	}
+	length := smokePhase
+	if *fullRun {
+		length = *phaseLen
+	}
+
+	started := time.Now()
+	var results []scenarioResult
+	for _, sc := range scenarioList() {
+		if len(only) > 0 && !only[sc.name] {
+			continue
+		}
+		res := scenarioResult{Name: sc.name, What: sc.what, Config: sc.config, Baseline: sc.baseline, Loadgen: sc.loadgen}
+		if note := pending(root, sc, components); note != "" {
+			res.Status = "pending: " + note
+			t.Logf("%s: %s", sc.name, res.Status)
+			results = append(results, res)
+			continue
+		}
+		if *budget > 0 && time.Since(started)+time.Duration(len(sc.phases))*(length+phaseOverhead) > *budget {
+			res.Status = fmt.Sprintf("skipped: it would not end within the %s budget", *budget)
+			t.Logf("%s: %s", sc.name, res.Status)
+			results = append(results, res)
+			continue
+		}
+		ok := t.Run(sc.name, func(t *testing.T) {
+			res.Phases = runScenario(t, root, sc, loadgen, length, *fullRun)
+		})
+		res.Status = "ok"
+		if !ok {
+			res.Status = "failed (see the test log)"
+		}
+		results = append(results, res)
+	}
+
+	var gens []generatorResult
+	generatorsFit := *budget == 0 || time.Since(started)+2*(length+phaseOverhead) < *budget
+	if *fullRun && *withTelemetrygen && (len(only) == 0 || only["ceiling"]) && generatorsFit {
+		t.Run("generators", func(t *testing.T) {
+			gens = compareGenerators(t, root, loadgen, *phaseLen)
+		})
+	}
+	for _, r := range results {
+		for _, p := range r.Phases {
+			t.Logf("%-26s %-10s %9.0f spans/s  %6.2f CPU-s/M spans  %5.2f cores avg  %6.1f MiB peak RSS",
+				r.Name, p.Phase, p.SpansPerSecond, p.CPUPerMillion, p.AvgCores, p.PeakRSSMiB)
+		}
+	}
+	if *jsonPath != "" {
+		if err := writeJSON(*jsonPath, results, gens); err != nil {
+			t.Error(err)
+		}
+	}
+	if *fullRun && *outPath != "" {
+		rep := reportInput{
+			root: root, results: results, generators: gens, phase: *phaseLen,
+			started: started, elapsed: time.Since(started), microPath: *microPath,
+		}
+		if err := os.WriteFile(*outPath, []byte(renderReport(t, rep)), 0o644); err != nil {
+			t.Errorf("write %s: %v", *outPath, err)
+		}
+	}
+}
+
+// pending says why a scenario cannot run yet ("" when it can).
+func pending(root string, sc scenario, components map[string]bool) string {
+	var missing []string
+	for _, c := range sc.requires {
+		if !components[c] {
+			missing = append(missing, c)
+		}
+	}
+	_, err := os.Stat(filepath.Join(root, sc.config))
+	switch {
+	case err != nil && len(missing) > 0:
+		return fmt.Sprintf("needs %s in the build and %s", strings.Join(missing, ", "), sc.config)
+	case err != nil:
+		return "needs " + sc.config
+	case len(missing) > 0:
+		return fmt.Sprintf("the binary lacks %s (make build)", strings.Join(missing, ", "))
+	}
+	return ""
+}
+
+// runScenario runs the phases of one scenario. A full run gives every phase a
+// fresh collector, so that its peak RSS (VmHWM) is that phase's own; the
+// smoke run shares one.
+func runScenario(t *testing.T, root string, sc scenario, loadgen string, length time.Duration, fresh bool) []phaseResult {
+	env := map[string]string{"NEMO_TELEMETRY_DIR": t.TempDir()}
+	if sc.sink {
+		env["BENCH_SINK_ENDPOINT"] = startSink(t).srv.URL
+	}
+	config := filepath.Join(root, sc.config)
+	var c *testcollector.Collector
+	var out []phaseResult
+	for _, ph := range sc.phases {
+		if c == nil || fresh {
+			if c != nil {
+				c.Stop()
+			}
+			c = testcollector.Start(t, config, testcollector.Options{Env: env})
+		}
+		r, err := runPhase(t, c, sc, ph, loadgen, length, fresh)
+		if err != nil {
+			t.Fatalf("%s %s: %v", sc.name, ph.name, err)
+		}
+		if r.Accepted <= 0 {
+			t.Fatalf("%s %s: the collector accepted no span (loadgen errors %v)", sc.name, ph.name, r.LoadgenErrors)
+		}
+		if float64(r.LoadgenAccepted) != r.Accepted {
+			t.Errorf("%s %s: the load generator counted %d spans accepted, the collector %.0f", sc.name, ph.name, r.LoadgenAccepted, r.Accepted)
+		}
+		out = append(out, r)
+	}
+	c.Stop()
+	return out
+}
+
+// runPhase drives one load phase at c. With drain it waits for the pipeline
+// to hand on what it received before reading the CPU time (a full run); the
+// smoke run skips that wait.
+func runPhase(t *testing.T, c *testcollector.Collector, sc scenario, ph phase, loadgen string, length time.Duration, drain bool) (phaseResult, error) {
+	pid := c.Pid()
+	acc0, ref0, err := collectorSpans(c)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	r := phaseResult{Phase: ph.name, TargetRate: ph.rate, LoadAvg: loadAvg()}
+	args := append([]string{
+		"-endpoint", c.GRPCEndpoint(),
+		"-duration", length.String(),
+		"-rate", strconv.FormatFloat(ph.rate, 'f', -1, 64),
+	}, sc.loadgen...)
+	sampler := startSampler(pid, 250*time.Millisecond)
+	rep, lerr := runLoadgen(t, loadgen, length+2*time.Minute, args...)
+	cpuLoad, _ := procCPU(pid)
+	r.PeakCores = sampler.finish()
+	if drain {
+		waitDrained(c, batchTimeout)
+	}
+
+	cpu1, err := procCPU(pid)
+	if err != nil {
+		return r, err
+	}
+	acc1, ref1, err := collectorSpans(c)
+	if err != nil {
+		return r, err
+	}
+	hwm, err := procStatusKB(pid, "VmHWM")
+	if err != nil {
+		return r, err
+	}
+	r.Seconds = rep.ElapsedSeconds
+	r.Accepted, r.Refused = acc1-acc0, ref1-ref0
+	r.LoadgenAccepted = rep.ItemsAccepted
+	r.LoadgenCPUSeconds = rep.CPUSeconds
+	r.LoadgenErrors = rep.Errors
+	r.LatencyP99Ms = rep.LatencyMs["p99"]
+	r.CPUSeconds = (cpu1 - cpu0).Seconds()
+	// The generator's sending time, not its process's: building 1,000 ranks'
+	// requests takes a moment during which the collector idles.
+	if r.Seconds > 0 {
+		r.AvgCores = (cpuLoad - cpu0).Seconds() / r.Seconds
+	}
+	r.PeakRSSMiB = float64(hwm) / 1024
+	if r.Seconds > 0 {
+		r.SpansPerSecond = r.Accepted / r.Seconds
+	}
+	if r.Accepted > 0 {
+		r.CPUPerMillion = r.CPUSeconds / r.Accepted * 1e6
+	}
+	if lerr != nil && rep.ItemsAccepted > 0 {
+		// A run that got some spans through is a result; its errors are in the report.
+		lerr = nil
+	}
+	return r, lerr
+}
