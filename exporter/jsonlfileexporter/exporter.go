@@ -25,9 +25,11 @@ type jsonlExporter struct {
 	writer   *fileWriter
 	fallback string
 	logger   *zap.Logger
-	// batches pools the buffers records are encoded into, so that encoding
-	// a batch allocates nothing once the pool is warm.
-	batches sync.Pool
+	// batches keeps the buffers records are encoded into, so that encoding
+	// a batch allocates nothing once they are warm. Not a sync.Pool: that
+	// drops its contents at every garbage collection, and re-growing
+	// multi-megabyte buffers then dominated the exporter's CPU under load.
+	batches chan *batch
 
 	mu      sync.Mutex
 	users   int
@@ -44,7 +46,7 @@ func newJSONLExporter(cfg *Config, logger *zap.Logger) (*jsonlExporter, error) {
 		return nil, err
 	}
 	e := &jsonlExporter{writer: w, fallback: cfg.MissingAttributeValue, logger: logger}
-	e.batches.New = func() any { return &batch{} }
+	e.batches = make(chan *batch, maxIdleBatches)
 	return e, nil
 }
 
@@ -77,6 +79,10 @@ func (e *jsonlExporter) shutdown(context.Context) error {
 }
 
 // batch holds one consumed batch encoded as lines, grouped by file.
+// maxIdleBatches bounds the encode buffers kept between batches: enough for
+// the exporter's concurrent consumers.
+const maxIdleBatches = 16
+
 type batch struct {
 	enc     recordEncoder
 	pathBuf []byte
@@ -147,14 +153,26 @@ func (s *signalExporter) abandon() {
 }
 
 func (s *signalExporter) getBatch() *batch {
-	b := s.batches.Get().(*batch)
-	b.reset()
-	return b
+	select {
+	case b := <-s.batches:
+		b.reset()
+		return b
+	default:
+		return &batch{}
+	}
+}
+
+// putBatch keeps b for a later batch, unless enough are kept already.
+func (s *signalExporter) putBatch(b *batch) {
+	select {
+	case s.batches <- b:
+	default:
+	}
 }
 
 func (s *signalExporter) consumeTraces(_ context.Context, td ptrace.Traces) error {
 	b := s.getBatch()
-	defer s.batches.Put(b)
+	defer s.putBatch(b)
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -176,7 +194,7 @@ func (s *signalExporter) consumeTraces(_ context.Context, td ptrace.Traces) erro
 
 func (s *signalExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	b := s.getBatch()
-	defer s.batches.Put(b)
+	defer s.putBatch(b)
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
@@ -198,7 +216,7 @@ func (s *signalExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) e
 
 func (s *signalExporter) consumeLogs(_ context.Context, ld plog.Logs) error {
 	b := s.getBatch()
-	defer s.batches.Put(b)
+	defer s.putBatch(b)
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
