@@ -11,15 +11,14 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 
 	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/envvarname"
 )
 
 const schemeName = "otlpheaders"
-
-var validName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 type provider struct {
 	lookup func(string) (string, bool)
@@ -33,12 +32,9 @@ func NewFactory() confmap.ProviderFactory {
 }
 
 func (p *provider) Retrieve(_ context.Context, uri string, _ confmap.WatcherFunc) (*confmap.Retrieved, error) {
-	name, ok := strings.CutPrefix(uri, schemeName+":")
-	if !ok {
-		return nil, fmt.Errorf("%q uri is not supported by %q provider", uri, schemeName)
-	}
-	if !validName.MatchString(name) {
-		return nil, fmt.Errorf("environment variable %q has an invalid name: must match %s", name, validName)
+	name, err := envvarname.FromURI(uri, schemeName)
+	if err != nil {
+		return nil, err
 	}
 	val, _ := p.lookup(name)
 	headers, err := Parse(val)

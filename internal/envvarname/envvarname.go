@@ -1,0 +1,24 @@
+// Package envvarname parses the `scheme:NAME` URIs of our config providers
+// that read an environment variable, with the collector's rule for names.
+package envvarname // import "github.com/nemo-lens/otelcol-nemo/internal/envvarname"
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// The collector's own rule for environment variable names (confmap's envvar).
+var validName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// FromURI returns NAME from "scheme:NAME", or an error naming what is wrong.
+func FromURI(uri, scheme string) (string, error) {
+	name, ok := strings.CutPrefix(uri, scheme+":")
+	if !ok {
+		return "", fmt.Errorf("%q uri is not supported by %q provider", uri, scheme)
+	}
+	if !validName.MatchString(name) {
+		return "", fmt.Errorf("environment variable %q has an invalid name: must match %s", name, validName)
+	}
+	return name, nil
+}
