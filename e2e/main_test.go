@@ -31,6 +31,7 @@ func testEnv(t *testing.T) map[string]string {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
 		"OTLP_BEARER_TOKEN":           "test-bearer-token",
 		"WANDB_API_KEY":               "test-wandb-key",
+		"GATEWAY_ENDPOINTS":           "[127.0.0.1:4317]", // configs/agent.yaml; validate does not connect
 		"OTLP_TLS_CERT_FILE":          "testdata/not-loaded-by-validate.crt",
 		"OTLP_TLS_KEY_FILE":           "testdata/not-loaded-by-validate.key",
 	}

@@ -1,0 +1,622 @@
+package e2e
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+// The Kubernetes manifests in deploy/kubernetes/, checked offline: every
+// manifest parses strictly into its Kubernetes API type, and the objects
+// agree with each other (selectors, ports, probes, config mounts, secrets)
+// and with the collector configs, which the pods' exact arguments and
+// environment must validate with the built binary.
+
+var updateK8sConfigMaps = flag.Bool("update-k8s-configmaps", false,
+	"rewrite deploy/kubernetes/*-configmap.yaml from configs/ and deploy/kubernetes/config/")
+
+const k8sDir = "deploy/kubernetes"
+
+// k8sConfigMaps are the ConfigMaps that carry collector configs: file name,
+// ConfigMap name, and its keys with the repository file each one copies.
+var k8sConfigMaps = []struct {
+	file, name string
+	keys       [][2]string
+}{
+	{file: "agent-configmap.yaml", name: "otelcol-nemo-agent", keys: [][2]string{
+		{"agent.yaml", "configs/agent.yaml"},
+		{"agent-dns.yaml", k8sDir + "/config/agent-dns.yaml"},
+	}},
+	{file: "gateway-configmap.yaml", name: "otelcol-nemo-gateway", keys: [][2]string{
+		{"gateway.yaml", "configs/gateway.yaml"},
+	}},
+}
+
+// k8sObjects is every object of the manifests, by name.
+type k8sObjects struct {
+	files       []string
+	namespaces  map[string]corev1.Namespace
+	configMaps  map[string]corev1.ConfigMap
+	secrets     map[string]corev1.Secret
+	services    map[string]corev1.Service
+	daemonSets  map[string]appsv1.DaemonSet
+	deployments map[string]appsv1.Deployment
+	pdbs        map[string]policyv1.PodDisruptionBudget
+}
+
+// workload is a DaemonSet or Deployment, seen through what both have.
+type workload struct {
+	kind, name, namespace string
+	selector              *metav1.LabelSelector
+	template              corev1.PodTemplateSpec
+}
+
+func (o k8sObjects) workloads() []workload {
+	var out []workload
+	for _, name := range slices.Sorted(maps.Keys(o.daemonSets)) {
+		d := o.daemonSets[name]
+		out = append(out, workload{"DaemonSet", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template})
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.deployments)) {
+		d := o.deployments[name]
+		out = append(out, workload{"Deployment", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template})
+	}
+	return out
+}
+
+// loadK8s parses every manifest of deploy/kubernetes/ (every *.yaml but
+// kustomization.yaml), strictly: an unknown field is an error.
+func loadK8s(t *testing.T) k8sObjects {
+	t.Helper()
+	o := k8sObjects{
+		namespaces: map[string]corev1.Namespace{}, configMaps: map[string]corev1.ConfigMap{},
+		secrets: map[string]corev1.Secret{}, services: map[string]corev1.Service{},
+		daemonSets: map[string]appsv1.DaemonSet{}, deployments: map[string]appsv1.Deployment{},
+		pdbs: map[string]policyv1.PodDisruptionBudget{},
+	}
+	paths, err := filepath.Glob(filepath.Join(testcollector.RepoRoot(t), k8sDir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no manifests in %s: %v", k8sDir, err)
+	}
+	for _, p := range paths {
+		name := filepath.Base(p)
+		if name == "kustomization.yaml" {
+			continue
+		}
+		o.files = append(o.files, name)
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range splitYAMLDocuments(raw) {
+			if err := o.add(doc); err != nil {
+				t.Fatalf("%s (document %d): %v", name, i+1, err)
+			}
+		}
+	}
+	return o
+}
+
+// splitYAMLDocuments splits a multi-document YAML file on "---" lines and
+// drops documents with nothing but comments.
+func splitYAMLDocuments(raw []byte) [][]byte {
+	var docs [][]byte
+	var cur bytes.Buffer
+	flush := func() {
+		for _, line := range strings.Split(cur.String(), "\n") {
+			if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
+				docs = append(docs, slices.Clone(cur.Bytes()))
+				break
+			}
+		}
+		cur.Reset()
+	}
+	for _, line := range strings.SplitAfter(string(raw), "\n") {
+		if strings.TrimRight(line, "\r\n") == "---" {
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	flush()
+	return docs
+}
+
+func (o *k8sObjects) add(doc []byte) error {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		return err
+	}
+	strict := func(v any) error { return yaml.UnmarshalStrict(doc, v) }
+	switch gvk := tm.APIVersion + "/" + tm.Kind; gvk {
+	case "v1/Namespace":
+		var v corev1.Namespace
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.namespaces[v.Name] = v
+	case "v1/ConfigMap":
+		var v corev1.ConfigMap
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.configMaps[v.Name] = v
+	case "v1/Secret":
+		var v corev1.Secret
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.secrets[v.Name] = v
+	case "v1/Service":
+		var v corev1.Service
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.services[v.Name] = v
+	case "apps/v1/DaemonSet":
+		var v appsv1.DaemonSet
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.daemonSets[v.Name] = v
+	case "apps/v1/Deployment":
+		var v appsv1.Deployment
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.deployments[v.Name] = v
+	case "policy/v1/PodDisruptionBudget":
+		var v policyv1.PodDisruptionBudget
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.pdbs[v.Name] = v
+	default:
+		return fmt.Errorf("unexpected kind %q", gvk)
+	}
+	return nil
+}
+
+// configMapEntry is one key of a ConfigMap and the repository file it copies.
+type configMapEntry struct{ key, source, content string }
+
+// renderConfigMap writes a ConfigMap whose keys hold files verbatim, as YAML
+// block scalars.
+func renderConfigMap(name string, entries []configMapEntry) []byte {
+	var b strings.Builder
+	b.WriteString("# Generated from the files named below; do not edit. Regenerate with\n")
+	b.WriteString("#   go test ./e2e -run TestKubernetesConfigMapsHoldTheConfigs -update-k8s-configmaps\n")
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: otelcol-nemo\n", name)
+	b.WriteString("  labels:\n    app.kubernetes.io/name: otelcol-nemo\n    app.kubernetes.io/part-of: otelcol-nemo\ndata:\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "  # %s\n  %s: |\n", e.source, e.key)
+		for _, line := range strings.SplitAfter(e.content, "\n") {
+			switch {
+			case line == "":
+			case line == "\n":
+				b.WriteString(line)
+			default:
+				b.WriteString("    " + line)
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+// TestKubernetesConfigMapsHoldTheConfigs: the ConfigMaps hold
+// configs/agent.yaml, deploy/kubernetes/config/agent-dns.yaml and
+// configs/gateway.yaml byte for byte, so the cluster runs what the e2e tests
+// run. -update-k8s-configmaps rewrites them.
+func TestKubernetesConfigMapsHoldTheConfigs(t *testing.T) {
+	root := testcollector.RepoRoot(t)
+	want := map[string][]configMapEntry{}
+	for _, cm := range k8sConfigMaps {
+		for _, kv := range cm.keys {
+			raw, err := os.ReadFile(filepath.Join(root, kv[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[cm.name] = append(want[cm.name], configMapEntry{key: kv[0], source: kv[1], content: string(raw)})
+		}
+		if *updateK8sConfigMaps {
+			if err := os.WriteFile(filepath.Join(root, k8sDir, cm.file), renderConfigMap(cm.name, want[cm.name]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	o := loadK8s(t)
+	for _, cm := range k8sConfigMaps {
+		got, ok := o.configMaps[cm.name]
+		if !ok {
+			t.Errorf("ConfigMap %s is not in the manifests (%s)", cm.name, cm.file)
+			continue
+		}
+		if len(got.Data) != len(cm.keys) || len(got.BinaryData) != 0 {
+			t.Errorf("ConfigMap %s has keys %v, want %d", cm.name, slices.Sorted(maps.Keys(got.Data)), len(cm.keys))
+		}
+		for _, e := range want[cm.name] {
+			if got.Data[e.key] != e.content {
+				t.Errorf("ConfigMap %s key %s differs from %s: run go test ./e2e -run TestKubernetesConfigMapsHoldTheConfigs -update-k8s-configmaps", cm.name, e.key, e.source)
+			}
+		}
+	}
+}
+
+// k8sNamespace is the namespace of every object.
+const k8sNamespace = "otelcol-nemo"
+
+// TestKubernetesManifests checks that the objects agree with each other:
+// kustomization lists every manifest; every object is in the namespace;
+// selectors select their own pods and no others; Service ports lead to
+// declared container ports; the agents' DNS name and port are the gateways'
+// headless Service; probes hit the health_check port; every --config file is
+// a key of a mounted ConfigMap; every Secret reference names an existing key;
+// every container has CPU and memory requests and limits.
+func TestKubernetesManifests(t *testing.T) {
+	o := loadK8s(t)
+
+	var kust struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Namespace  string   `json:"namespace"`
+		Resources  []string `json:"resources"`
+	}
+	raw, err := os.ReadFile(filepath.Join(testcollector.RepoRoot(t), k8sDir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &kust); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	if kust.Kind != "Kustomization" || kust.Namespace != k8sNamespace {
+		t.Errorf("kustomization.yaml: kind %q namespace %q", kust.Kind, kust.Namespace)
+	}
+	if got, want := slices.Sorted(slices.Values(kust.Resources)), slices.Sorted(slices.Values(o.files)); !slices.Equal(got, want) {
+		t.Errorf("kustomization.yaml resources %v, want every manifest %v", got, want)
+	}
+
+	if _, ok := o.namespaces[k8sNamespace]; !ok || len(o.namespaces) != 1 {
+		t.Errorf("namespaces %v, want exactly %s", slices.Collect(maps.Keys(o.namespaces)), k8sNamespace)
+	}
+	namespaced := map[string]string{}
+	for n, v := range o.configMaps {
+		namespaced["ConfigMap/"+n] = v.Namespace
+	}
+	for n, v := range o.secrets {
+		namespaced["Secret/"+n] = v.Namespace
+	}
+	for n, v := range o.services {
+		namespaced["Service/"+n] = v.Namespace
+	}
+	for n, v := range o.pdbs {
+		namespaced["PodDisruptionBudget/"+n] = v.Namespace
+	}
+	for _, w := range o.workloads() {
+		namespaced[w.kind+"/"+w.name] = w.namespace
+	}
+	for obj, ns := range namespaced {
+		if ns != k8sNamespace {
+			t.Errorf("%s is in namespace %q, want %s", obj, ns, k8sNamespace)
+		}
+	}
+
+	workloads := o.workloads()
+	byComponent := map[string]workload{}
+	for _, w := range workloads {
+		sel, err := metav1.LabelSelectorAsSelector(w.selector)
+		if err != nil || sel.Empty() {
+			t.Errorf("%s %s: selector %v: %v", w.kind, w.name, w.selector, err)
+			continue
+		}
+		if !sel.Matches(labels.Set(w.template.Labels)) {
+			t.Errorf("%s %s: selector %s does not match its pod labels %v", w.kind, w.name, sel, w.template.Labels)
+		}
+		for _, other := range workloads {
+			if other.name != w.name && sel.Matches(labels.Set(other.template.Labels)) {
+				t.Errorf("%s %s: selector %s also matches %s %s's pods", w.kind, w.name, sel, other.kind, other.name)
+			}
+		}
+		byComponent[w.template.Labels["app.kubernetes.io/component"]] = w
+		checkPodSpec(t, o, w)
+	}
+	agent, okAgent := byComponent["agent"]
+	gw, okGateway := byComponent["gateway"]
+	if !okAgent || !okGateway || agent.kind != "DaemonSet" || gw.kind != "Deployment" {
+		t.Fatalf("want an agent DaemonSet and a gateway Deployment, have %v", slices.Collect(maps.Keys(byComponent)))
+	}
+
+	// Every Service selects the pods of exactly one workload, on ports they declare.
+	selected := map[string]string{}
+	for name, svc := range o.services {
+		var hits []workload
+		for _, w := range workloads {
+			if len(svc.Spec.Selector) > 0 && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(w.template.Labels)) {
+				hits = append(hits, w)
+			}
+		}
+		if len(hits) != 1 {
+			t.Errorf("Service %s selects %d workloads, want 1", name, len(hits))
+			continue
+		}
+		selected[name] = hits[0].name
+		for _, sp := range svc.Spec.Ports {
+			cp, ok := containerPort(hits[0].template.Spec.Containers[0], sp.TargetPort.String())
+			if !ok {
+				t.Errorf("Service %s port %s: target %s is not a port of %s", name, sp.Name, sp.TargetPort.String(), hits[0].name)
+				continue
+			}
+			if cp.ContainerPort != sp.Port || cp.Name != sp.Name || cp.Protocol != sp.Protocol {
+				t.Errorf("Service %s port %s (%d/%s) leads to container port %s (%d/%s): keep name, number and protocol the same",
+					name, sp.Name, sp.Port, sp.Protocol, cp.Name, cp.ContainerPort, cp.Protocol)
+			}
+		}
+	}
+
+	// The agents resolve the gateways' headless Service, on its OTLP/gRPC port.
+	var headless *corev1.Service
+	for name, svc := range o.services {
+		if selected[name] == gw.name {
+			headless = &svc
+		}
+	}
+	if headless == nil || headless.Spec.ClusterIP != corev1.ClusterIPNone || headless.Spec.PublishNotReadyAddresses {
+		t.Fatalf("the gateways need a headless Service (clusterIP: None) that leaves not-ready pods out: %+v", headless)
+	}
+	agentEnv := plainEnv(agent.template.Spec.Containers[0])
+	if want := headless.Name + "." + headless.Namespace + ".svc.cluster.local"; agentEnv["GATEWAY_DNS_NAME"] != want {
+		t.Errorf("agent GATEWAY_DNS_NAME = %q, want the headless Service %q", agentEnv["GATEWAY_DNS_NAME"], want)
+	}
+	gwPort := fmt.Sprint(envPort(plainEnv(gw.template.Spec.Containers[0]), "OTLP_GRPC_PORT", 4317))
+	var svcPort string
+	for _, sp := range headless.Spec.Ports {
+		if sp.Name == "otlp-grpc" {
+			svcPort = fmt.Sprint(sp.Port)
+		}
+	}
+	if agentEnv["GATEWAY_OTLP_PORT"] != gwPort || svcPort != gwPort {
+		t.Errorf("agent GATEWAY_OTLP_PORT %q, headless Service otlp-grpc port %q, gateway OTLP_GRPC_PORT %s: must agree", agentEnv["GATEWAY_OTLP_PORT"], svcPort, gwPort)
+	}
+	if !slices.Contains(agent.template.Spec.Containers[0].Args, "--config=/etc/otelcol-nemo/agent-dns.yaml") {
+		t.Errorf("the agent does not merge the dns overlay: args %v", agent.template.Spec.Containers[0].Args)
+	}
+
+	for name, pdb := range o.pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(gw.template.Labels)) || sel.Matches(labels.Set(agent.template.Labels)) {
+			t.Errorf("PodDisruptionBudget %s: selector %v must select the gateways only (%v)", name, pdb.Spec.Selector, err)
+		}
+	}
+}
+
+// checkPodSpec checks one workload's pod: ports, probes, config mounts,
+// secrets, resources.
+func checkPodSpec(t *testing.T, o k8sObjects, w workload) {
+	t.Helper()
+	spec := w.template.Spec
+	if len(spec.Containers) != 1 {
+		t.Errorf("%s: %d containers, want 1", w.name, len(spec.Containers))
+		return
+	}
+	c := spec.Containers[0]
+	env := plainEnv(c)
+	if env["OTELCOL_LISTEN_HOST"] != "0.0.0.0" {
+		t.Errorf("%s: OTELCOL_LISTEN_HOST = %q: the configs bind localhost by default, where neither the Service nor the probes reach", w.name, env["OTELCOL_LISTEN_HOST"])
+	}
+	for _, p := range []struct {
+		env, name string
+		def       int32
+	}{{"OTLP_GRPC_PORT", "otlp-grpc", 4317}, {"OTLP_HTTP_PORT", "otlp-http", 4318}, {"HEALTH_CHECK_PORT", "health", 13133}, {"OTELCOL_METRICS_PORT", "metrics", 8888}} {
+		want := envPort(env, p.env, p.def)
+		if cp, ok := containerPort(c, p.name); !ok || cp.ContainerPort != want {
+			t.Errorf("%s: container port %s = %+v, want %d (%s)", w.name, p.name, cp, want, p.env)
+		}
+	}
+	health := envPort(env, "HEALTH_CHECK_PORT", 13133)
+	for kind, probe := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil {
+			t.Errorf("%s: no %s httpGet probe", w.name, kind)
+			continue
+		}
+		cp, ok := containerPort(c, probe.HTTPGet.Port.String())
+		if !ok || cp.ContainerPort != health || probe.HTTPGet.Path != "/" {
+			t.Errorf("%s: %s probe GET %s on port %s, want / on the health_check port %d", w.name, kind, probe.HTTPGet.Path, probe.HTTPGet.Port.String(), health)
+		}
+	}
+
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	for _, m := range c.VolumeMounts {
+		if _, ok := volumes[m.Name]; !ok {
+			t.Errorf("%s: mount %s names no volume %q", w.name, m.MountPath, m.Name)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.ConfigMap == nil {
+			continue
+		}
+		cm, ok := o.configMaps[v.ConfigMap.Name]
+		if !ok {
+			t.Errorf("%s: volume %s: ConfigMap %s is not in the manifests", w.name, v.Name, v.ConfigMap.Name)
+			continue
+		}
+		for _, it := range v.ConfigMap.Items {
+			if _, ok := cm.Data[it.Key]; !ok {
+				t.Errorf("%s: volume %s: ConfigMap %s has no key %s", w.name, v.Name, cm.Name, it.Key)
+			}
+		}
+	}
+	configs := configArgs(c.Args)
+	if len(configs) == 0 {
+		t.Errorf("%s: no --config argument", w.name)
+	}
+	for _, path := range configs {
+		if _, ok := configMapFile(o, spec, c, path); !ok {
+			t.Errorf("%s: --config=%s is not a key of a ConfigMap mounted at %s", w.name, path, filepath.Dir(path))
+		}
+	}
+
+	for _, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		s, ok := o.secrets[ref.Name]
+		_, inData := s.Data[ref.Key]
+		_, inStringData := s.StringData[ref.Key]
+		if !ok || !(inData || inStringData) {
+			t.Errorf("%s: %s from Secret %s key %s, which does not exist", w.name, e.Name, ref.Name, ref.Key)
+		}
+	}
+
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, okReq := c.Resources.Requests[res]
+		lim, okLim := c.Resources.Limits[res]
+		if !okReq || !okLim || req.Cmp(lim) > 0 || req.Sign() <= 0 {
+			t.Errorf("%s: %s request %v and limit %v: both needed, request <= limit", w.name, res, quantity(req, okReq), quantity(lim, okLim))
+		}
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("%s: want a read-only root filesystem and no privilege escalation", w.name)
+	}
+	if psc := spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("%s: want runAsNonRoot", w.name)
+	}
+}
+
+func quantity(q resource.Quantity, ok bool) string {
+	if !ok {
+		return "<unset>"
+	}
+	return q.String()
+}
+
+// containerPort finds a container port by name or number.
+func containerPort(c corev1.Container, nameOrNumber string) (corev1.ContainerPort, bool) {
+	for _, p := range c.Ports {
+		if p.Name == nameOrNumber || fmt.Sprint(p.ContainerPort) == nameOrNumber {
+			return p, true
+		}
+	}
+	return corev1.ContainerPort{}, false
+}
+
+// plainEnv is a container's literal environment values.
+func plainEnv(c corev1.Container) map[string]string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	return env
+}
+
+// envPort is the port a config takes from the variable, with its default.
+func envPort(env map[string]string, name string, def int32) int32 {
+	v, ok := env[name]
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int32(n)
+}
+
+// configMapFile returns the content a container sees at path, when path is a
+// file of a ConfigMap volume mounted in that container.
+func configMapFile(o k8sObjects, spec corev1.PodSpec, c corev1.Container, path string) (string, bool) {
+	for _, m := range c.VolumeMounts {
+		rel, err := filepath.Rel(m.MountPath, path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			cm := o.configMaps[v.ConfigMap.Name]
+			key := rel
+			if len(v.ConfigMap.Items) > 0 {
+				key = ""
+				for _, it := range v.ConfigMap.Items {
+					if it.Path == rel {
+						key = it.Key
+					}
+				}
+			}
+			data, ok := cm.Data[key]
+			return data, ok
+		}
+	}
+	return "", false
+}
+
+// TestKubernetesPodConfigsValidate runs `otelcol-nemo validate` with each
+// pod's exact arguments, its environment (literal values and Secret keys) and
+// the ConfigMap files it mounts: the configs the cluster would run start.
+func TestKubernetesPodConfigsValidate(t *testing.T) {
+	o := loadK8s(t)
+	for _, w := range o.workloads() {
+		t.Run(w.name, func(t *testing.T) {
+			c := w.template.Spec.Containers[0]
+			dir := t.TempDir()
+			var args []string
+			for _, a := range c.Args {
+				path, ok := strings.CutPrefix(a, "--config=")
+				if !ok {
+					args = append(args, a)
+					continue
+				}
+				data, ok := configMapFile(o, w.template.Spec, c, path)
+				if !ok {
+					t.Fatalf("--config=%s is not a mounted ConfigMap file", path)
+				}
+				local := filepath.Join(dir, filepath.Base(path))
+				if err := os.WriteFile(local, []byte(data), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config="+local)
+			}
+			env := plainEnv(c)
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					s := o.secrets[e.ValueFrom.SecretKeyRef.Name]
+					env[e.Name] = s.StringData[e.ValueFrom.SecretKeyRef.Key]
+					if b, ok := s.Data[e.ValueFrom.SecretKeyRef.Key]; ok {
+						env[e.Name] = string(b)
+					}
+				}
+			}
+			out, err := testcollector.Run(t, env, append([]string{"validate"}, args...)...)
+			if err != nil {
+				t.Fatalf("validate %v with the pod's environment: %v\n%s", c.Args, err, out)
+			}
+		})
+	}
+}
