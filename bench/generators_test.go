@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
@@ -75,13 +76,13 @@ func measureGenerator(t *testing.T, c *testcollector.Collector, r *generatorResu
 		r.Error = err.Error()
 		return
 	}
-	cpu0, _ := procCPU(pid)
+	cpu0, _ := procstat.CPU(pid)
 	start := time.Now()
 	secs, claimed, cpu, genErr := gen()
 	wall := time.Since(start).Seconds()
-	cpuLoad, _ := procCPU(pid)
+	cpuLoad, _ := procstat.CPU(pid)
 	waitDrained(c, batchTimeout)
-	cpu1, _ := procCPU(pid)
+	cpu1, _ := procstat.CPU(pid)
 	acc1, _, err := collectorSpans(c)
 	if err != nil {
 		r.Error = err.Error()

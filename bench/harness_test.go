@@ -11,57 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
-
-// userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ, which
-// the Linux ABI fixes at 100 on every architecture Go supports.
-const userHZ = 100
-
-// procCPU returns the CPU time (user+system) a process has used so far.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: fields are counted after its ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no ')' in %q", pid, s)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	// Fields 14 (utime) and 15 (stime); f[0] is field 3.
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return time.Duration(ut+st) * time.Second / userHZ, nil
-}
-
-// procStatusKB returns a "Vm...:" line of /proc/<pid>/status, in KiB.
-func procStatusKB(pid int, key string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, key)
-}
 
 // cpuSampler reads a process's CPU time every interval and keeps the busiest
 // interval, in cores.
@@ -76,7 +33,7 @@ func startSampler(pid int, every time.Duration) *cpuSampler {
 	s := &cpuSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		last, err := procCPU(pid)
+		last, err := procstat.CPU(pid)
 		if err != nil {
 			return
 		}
@@ -89,7 +46,7 @@ func startSampler(pid int, every time.Duration) *cpuSampler {
 				return
 			case <-tick.C:
 			}
-			cpu, err := procCPU(pid)
+			cpu, err := procstat.CPU(pid)
 			if err != nil {
 				return
 			}
@@ -98,7 +55,7 @@ func startSampler(pid int, every time.Duration) *cpuSampler {
 			if milli > s.peakCores.Load() {
 				s.peakCores.Store(milli)
 			}
-			if rss, err := procStatusKB(pid, "VmRSS"); err == nil && rss > s.peakRSSKB.Load() {
+			if rss, err := procstat.StatusKiB(pid, "VmRSS"); err == nil && rss > s.peakRSSKB.Load() {
 				s.peakRSSKB.Store(rss)
 			}
 			last, lastAt = cpu, now

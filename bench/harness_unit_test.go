@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"os"
 	"strings"
 	"testing"
@@ -12,26 +13,26 @@ import (
 
 func TestProcReaders(t *testing.T) {
 	pid := os.Getpid()
-	before, err := procCPU(pid)
+	before, err := procstat.CPU(pid)
 	require.NoError(t, err)
 	deadline := time.Now().Add(50 * time.Millisecond)
 	for x := 0; time.Now().Before(deadline); x++ {
 		_ = x * x
 	}
-	after, err := procCPU(pid)
+	after, err := procstat.CPU(pid)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, after, before)
 	assert.Positive(t, after)
 
 	// RSS first: the high-water mark read after it cannot be below it.
-	rss, err := procStatusKB(pid, "VmRSS")
+	rss, err := procstat.StatusKiB(pid, "VmRSS")
 	require.NoError(t, err)
-	hwm, err := procStatusKB(pid, "VmHWM")
+	hwm, err := procstat.StatusKiB(pid, "VmHWM")
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, hwm, rss)
-	_, err = procStatusKB(pid, "NoSuchKey")
+	_, err = procstat.StatusKiB(pid, "NoSuchKey")
 	assert.Error(t, err)
-	_, err = procCPU(-1)
+	_, err = procstat.CPU(-1)
 	assert.Error(t, err)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
@@ -301,7 +302,7 @@ func runPhase(t *testing.T, c *testcollector.Collector, sc scenario, ph phase, l
 	if err != nil {
 		return phaseResult{}, err
 	}
-	cpu0, err := procCPU(pid)
+	cpu0, err := procstat.CPU(pid)
 	if err != nil {
 		return phaseResult{}, err
 	}
@@ -313,13 +314,13 @@ func runPhase(t *testing.T, c *testcollector.Collector, sc scenario, ph phase, l
 	}, sc.loadgen...)
 	sampler := startSampler(pid, 250*time.Millisecond)
 	rep, lerr := runLoadgen(t, loadgen, length+2*time.Minute, args...)
-	cpuLoad, _ := procCPU(pid)
+	cpuLoad, _ := procstat.CPU(pid)
 	r.PeakCores = sampler.finish()
 	if drain {
 		waitDrained(c, batchTimeout)
 	}
 
-	cpu1, err := procCPU(pid)
+	cpu1, err := procstat.CPU(pid)
 	if err != nil {
 		return r, err
 	}
@@ -327,7 +328,7 @@ func runPhase(t *testing.T, c *testcollector.Collector, sc scenario, ph phase, l
 	if err != nil {
 		return r, err
 	}
-	hwm, err := procStatusKB(pid, "VmHWM")
+	hwm, err := procstat.StatusKiB(pid, "VmHWM")
 	if err != nil {
 		return r, err
 	}

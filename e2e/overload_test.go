@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
@@ -51,21 +51,6 @@ func runLoad(t *testing.T, bin string, args ...string) loadReport {
 		t.Fatalf("loadgen report: %v\n%s", err, out)
 	}
 	return rep
-}
-
-// rssKiB reads a field (VmRSS, VmHWM) of /proc/<pid>/status in KiB.
-func rssKiB(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // TestOverloadIsRefusedRetryablyAndRecovers offers several times what the
@@ -113,7 +98,10 @@ func TestOverloadIsRefusedRetryablyAndRecovers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	peakKiB := rssKiB(c.Pid(), "VmHWM")
+	peakKiB, err := procstat.StatusKiB(c.Pid(), "VmHWM")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/", c.HealthPort)); code != http.StatusOK {
 		t.Fatalf("collector unhealthy after the overload (%d)", code)
 	}

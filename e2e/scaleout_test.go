@@ -20,6 +20,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
@@ -676,11 +677,11 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 	cpuOf := func(cs []*testcollector.Collector) float64 {
 		var sum float64
 		for _, c := range cs {
-			d, err := procCPUSeconds(c.Pid())
+			cpu, err := procstat.CPU(c.Pid())
 			if err != nil {
 				b.Fatal(err)
 			}
-			sum += d
+			sum += cpu.Seconds()
 		}
 		return sum
 	}
@@ -859,26 +860,6 @@ func runLoadgenProcess(bin string, args []string) error {
 		return fmt.Errorf("loadgen %v: %w\n%s", args, err, out)
 	}
 	return nil
-}
-
-// procCPUSeconds is the CPU time (user+system) a process has used so far,
-// from /proc/<pid>/stat (utime and stime, in USER_HZ = 100 ticks per second).
-func procCPUSeconds(pid int) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return float64(ut+st) / 100, nil
 }
 
 // gatewayTailSampling is the overlay the README's "Scaling out" section
