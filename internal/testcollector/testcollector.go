@@ -124,8 +124,25 @@ type Options struct {
 // Start runs the binary with config on free ports and waits until
 // health_check reports it ready. The collector is stopped (and the test failed
 // if it does not stop cleanly) when the test ends, unless Stop or Kill was
-// called before.
+// called before. A port found free can be taken by another process before the
+// collector binds it (tests of several packages run at once): Start then
+// tries again with new ports, a few times.
 func Start(t testing.TB, config string, opts Options) *Collector {
+	t.Helper()
+	const attempts = 3
+	for i := 1; ; i++ {
+		c, err := start(t, config, opts)
+		if err == nil {
+			return c
+		}
+		if i == attempts || !strings.Contains(c.Logs(), "address already in use") {
+			t.Fatalf("%v; its log:\n%s", err, c.Logs())
+		}
+		t.Logf("attempt %d: a port was taken before the collector bound it; retrying with new ports", i)
+	}
+}
+
+func start(t testing.TB, config string, opts Options) (*Collector, error) {
 	t.Helper()
 	c := &Collector{
 		t:           t,
@@ -166,6 +183,12 @@ func Start(t testing.TB, config string, opts Options) *Collector {
 		logFile.Close()
 		close(c.done)
 	}()
+	if !opts.NoWait {
+		if err := c.waitHealthy(); err != nil {
+			c.Kill()
+			return c, err
+		}
+	}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		stopped := c.stopped
@@ -174,21 +197,17 @@ func Start(t testing.TB, config string, opts Options) *Collector {
 			c.Stop()
 		}
 	})
-	if !opts.NoWait {
-		c.waitHealthy()
-	}
-	return c
+	return c, nil
 }
 
-func (c *Collector) waitHealthy() {
-	c.t.Helper()
+func (c *Collector) waitHealthy() error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/", c.HealthPort)
 	deadline := time.Now().Add(StartTimeout)
 	client := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
 		select {
 		case <-c.done:
-			c.t.Fatalf("collector exited during start-up (%v); its log:\n%s", c.waitErr, c.Logs())
+			return fmt.Errorf("collector exited during start-up (%v)", c.waitErr)
 		default:
 		}
 		resp, err := client.Get(url)
@@ -196,12 +215,12 @@ func (c *Collector) waitHealthy() {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.t.Fatalf("collector not healthy on %s after %s; its log:\n%s", url, StartTimeout, c.Logs())
+	return fmt.Errorf("collector not healthy on %s after %s", url, StartTimeout)
 }
 
 // Logs returns everything the collector wrote to stdout and stderr so far.
