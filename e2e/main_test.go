@@ -40,8 +40,15 @@ func testEnv(t *testing.T) map[string]string {
 // mixedJob returns ranks of one run, half over gRPC and half over
 // http/protobuf, alternating the rank-attribute spelling and type.
 func mixedJob(c *testcollector.Collector, runID string, worldSize, steps int) []lensemu.Rank {
+	return jobVia(func(int) *testcollector.Collector { return c }, runID, worldSize, steps)
+}
+
+// jobVia is mixedJob with each rank sending to the collector collectorOf
+// returns for it, and extra resource attributes on every rank.
+func jobVia(collectorOf func(rank int) *testcollector.Collector, runID string, worldSize, steps int, extra ...attribute.KeyValue) []lensemu.Rank {
 	ranks := make([]lensemu.Rank, worldSize)
 	for i := range ranks {
+		c := collectorOf(i)
 		r := lensemu.Rank{
 			Endpoint:     c.GRPCEndpoint(),
 			Protocol:     lensemu.GRPC,
@@ -52,7 +59,7 @@ func mixedJob(c *testcollector.Collector, runID string, worldSize, steps int) []
 			LegacyKeys:   i%4 >= 2,
 			RankAsString: i%3 == 0,
 			Steps:        steps,
-			Resource:     []attribute.KeyValue{attribute.String("slurm.job.id", "4242")},
+			Resource:     append([]attribute.KeyValue{attribute.String("slurm.job.id", "4242")}, extra...),
 		}
 		if i%2 == 1 {
 			r.Endpoint, r.Protocol = c.HTTPEndpoint(), lensemu.HTTP

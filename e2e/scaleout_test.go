@@ -111,26 +111,7 @@ func startAgents(t testing.TB, n int, gws []*gateway, adjust func(env map[string
 // node k to agents[k % len(agents)]. As in mixedJob, half the ranks use
 // http/protobuf and the rank attributes vary in spelling and type.
 func nodeJob(agents []*testcollector.Collector, runID string, worldSize, steps int, extra ...attribute.KeyValue) []lensemu.Rank {
-	ranks := make([]lensemu.Rank, worldSize)
-	for i := range ranks {
-		agent := agents[(i/8)%len(agents)]
-		ranks[i] = lensemu.Rank{
-			Endpoint:     agent.GRPCEndpoint(),
-			Protocol:     lensemu.GRPC,
-			RunID:        runID,
-			Rank:         i,
-			WorldSize:    worldSize,
-			LocalRank:    i % 8,
-			LegacyKeys:   i%4 >= 2,
-			RankAsString: i%3 == 0,
-			Steps:        steps,
-			Resource:     append([]attribute.KeyValue{attribute.String("slurm.job.id", "4242")}, extra...),
-		}
-		if i%2 == 1 {
-			ranks[i].Endpoint, ranks[i].Protocol = agent.HTTPEndpoint(), lensemu.HTTP
-		}
-	}
-	return ranks
+	return jobVia(func(rank int) *testcollector.Collector { return agents[(rank/8)%len(agents)] }, runID, worldSize, steps, extra...)
 }
 
 // sentByRun adds up what was acknowledged per run.

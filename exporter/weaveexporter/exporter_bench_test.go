@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 )
 
 const (
@@ -203,18 +205,18 @@ func BenchmarkExportPaired(b *testing.B) {
 			var stockWall, weaveWall, stockCPU, weaveCPU time.Duration
 			b.ReportAllocs()
 			for b.Loop() {
-				t0, c0 := time.Now(), processCPU()
+				t0, c0 := time.Now(), procstat.SelfCPU()
 				if err := stock.ConsumeTraces(ctx, td); err != nil {
 					b.Fatal(err)
 				}
-				t1, c1 := time.Now(), processCPU()
+				t1, c1 := time.Now(), procstat.SelfCPU()
 				if err := weave.ConsumeTraces(ctx, td); err != nil {
 					b.Fatal(err)
 				}
 				stockWall += t1.Sub(t0)
 				weaveWall += time.Since(t1)
 				stockCPU += c1 - c0
-				weaveCPU += processCPU() - c1
+				weaveCPU += procstat.SelfCPU() - c1
 			}
 			n := float64(b.N)
 			b.ReportMetric(stockWall.Seconds()*1000/n, "otlp_http_ms/op")

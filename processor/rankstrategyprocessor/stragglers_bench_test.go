@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 )
 
 // benchStepTree is the 20-span Megatron step of megatronStep, in start
@@ -195,25 +197,26 @@ func BenchmarkStragglers(b *testing.B) {
 			runtime.GC()
 			var proc time.Duration
 			peak := 0
-			loopStart, cpuOK := processCPUTime()
+			loopStart := procstat.SelfCPU()
+			cpuOK := loopStart > 0
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
 				s.iteration++
 				in := benchStepBatches(s.iteration)
 				b.StartTimer()
-				start, _ := processCPUTime()
+				start := procstat.SelfCPU()
 				s.consume(b, in)
-				mid, _ := processCPUTime()
+				mid := procstat.SelfCPU()
 				b.StopTimer()
 				peak = max(peak, s.held())
 				b.StartTimer()
-				tickStart, _ := processCPUTime()
+				tickStart := procstat.SelfCPU()
 				s.clock.Advance(time.Second)
-				end, _ := processCPUTime()
+				end := procstat.SelfCPU()
 				proc += (mid - start) + (end - tickStart)
 			}
-			loopEnd, _ := processCPUTime()
+			loopEnd := procstat.SelfCPU()
 			n := float64(b.N) * float64(spansPerStep)
 			if cpuOK {
 				perSpan := float64(proc.Nanoseconds()) / n

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package procstat
+
+import "time"
+
+// SelfCPU is not measured on this platform: it is always 0.
+func SelfCPU() time.Duration { return 0 }
