@@ -66,13 +66,13 @@ func Fastest(scores []Score) int64 {
 	return fastest
 }
 
-// Rate fills in the relative score of every entry from the fastest busy
-// time, and the individual score from best, each rank's best recent busy
-// time (0 when unknown).
-func Rate(scores []Score, fastest int64, best func(rank int64) int64) {
+// Rate fills in every entry's relative score from the fastest busy time and
+// its individual score from best, which returns the rank's best recent busy
+// time (0 when unknown), e.g. History.Add.
+func Rate(scores []Score, fastest int64, best func(Score) int64) {
 	for i := range scores {
 		s := &scores[i]
 		s.Relative = RelativeScore(fastest, s.Busy)
-		s.Individual = IndividualScore(best(s.Rank), s.Busy)
+		s.Individual = IndividualScore(best(*s), s.Busy)
 	}
 }

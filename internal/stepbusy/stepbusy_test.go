@@ -112,7 +112,7 @@ func TestSelect(t *testing.T) {
 	best := map[int64]int64{0: 100, 1: 100, 2: 50, 3: 150, 4: 200}
 	fastest := Fastest(scores)
 	require.Equal(t, int64(100), fastest)
-	Rate(scores, fastest, func(r int64) int64 { return best[r] })
+	Rate(scores, fastest, func(s Score) int64 { return best[s.Rank] })
 	byRank := map[int64]Score{}
 	for _, s := range scores {
 		byRank[s.Rank] = s

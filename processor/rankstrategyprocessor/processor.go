@@ -44,6 +44,7 @@ type tally struct {
 	lateSpans      int64
 	cacheHits      int64
 	sendFailed     int64
+	ranksMissing   int64
 }
 
 // rankStrategyProcessor filters one signal's batches by rank.
@@ -56,7 +57,8 @@ type rankStrategyProcessor struct {
 	// passed as ready slices so that recording does not allocate.
 	reasonAttrs [numReasons][]metric.AddOption
 	// stragglers is the step-level straggler buffer (traces, when the
-	// stragglers block is enabled), nil otherwise.
+	// stragglers block is enabled and the strategy drops ranks), nil
+	// otherwise.
 	stragglers *stragglerBuffer
 }
 
@@ -95,12 +97,13 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 	if sc == nil {
 		return nil
 	}
-	b, err := newStragglerBuffer(sc, cfg.RankKeys, p.selector, clk, set.Logger, next, p.record)
+	b, err := newStragglerBuffer(sc, cfg.RankKeys, cfg.WorldSizeKeys, p.selector, clk, set.Logger, next, p.record)
 	if err != nil {
 		return fmt.Errorf("rank_strategy: %w", err)
 	}
 	if cfg.Strategy == StrategyAllRanks {
 		set.Logger.Warn("rank_strategy: stragglers is enabled but strategy all_ranks drops no rank, so there is nothing to hold")
+		return nil
 	}
 	p.stragglers = b
 	return nil
@@ -140,6 +143,7 @@ func (p *rankStrategyProcessor) record(ctx context.Context, t *tally) {
 	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersLateSpans, t.lateSpans)
 	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersDecisionCacheHits, t.cacheHits)
 	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersSendFailed, t.sendFailed)
+	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersRanksMissing, t.ranksMissing)
 }
 
 func addIfAny(ctx context.Context, c metric.Int64Counter, n int64) {

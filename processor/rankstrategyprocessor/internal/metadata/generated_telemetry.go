@@ -32,6 +32,7 @@ type TelemetryBuilder struct {
 	ProcessorRankStrategyStragglersEarlyDecisions    metric.Int64Counter
 	ProcessorRankStrategyStragglersKept              metric.Int64Counter
 	ProcessorRankStrategyStragglersLateSpans         metric.Int64Counter
+	ProcessorRankStrategyStragglersRanksMissing      metric.Int64Counter
 	ProcessorRankStrategyStragglersSendFailed        metric.Int64Counter
 	ProcessorRankStrategyStragglersSpansHeld         metric.Int64UpDownCounter
 	ProcessorRankStrategyStragglersStepsDecided      metric.Int64Counter
@@ -102,6 +103,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorRankStrategyStragglersRanksMissing, err = builder.meter.Int64Counter(
+		"otelcol_processor_rank_strategy_stragglers_ranks_missing",
+		metric.WithDescription("Ranks of a step's world (world size from the rank attributes) that had not reported their step span when decision_wait ended for that step. [Alpha]"),
+		metric.WithUnit("{rank}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorRankStrategyStragglersSendFailed, err = builder.meter.Int64Counter(
 		"otelcol_processor_rank_strategy_stragglers_send_failed",
 		metric.WithDescription("Kept straggler spans the next consumer refused when they were passed on from the decision ticker. [Alpha]"),
@@ -116,7 +123,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorRankStrategyStragglersStepsDecided, err = builder.meter.Int64Counter(
 		"otelcol_processor_rank_strategy_stragglers_steps_decided",
-		metric.WithDescription("Steps (run, group, iteration) with held ranks that were decided, early ones included. [Alpha]"),
+		metric.WithDescription("Steps (run, group, iteration) with held ranks that were decided (when every rank of the world reported, at decision_wait, or early), early ones included. [Alpha]"),
 		metric.WithUnit("{step}"),
 	)
 	errs = errors.Join(errs, err)

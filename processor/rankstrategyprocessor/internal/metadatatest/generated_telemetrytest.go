@@ -117,6 +117,22 @@ func AssertEqualProcessorRankStrategyStragglersLateSpans(t *testing.T, tt *compo
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorRankStrategyStragglersRanksMissing(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_rank_strategy_stragglers_ranks_missing",
+		Description: "Ranks of a step's world (world size from the rank attributes) that had not reported their step span when decision_wait ended for that step. [Alpha]",
+		Unit:        "{rank}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_rank_strategy_stragglers_ranks_missing")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorRankStrategyStragglersSendFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_rank_strategy_stragglers_send_failed",
@@ -152,7 +168,7 @@ func AssertEqualProcessorRankStrategyStragglersSpansHeld(t *testing.T, tt *compo
 func AssertEqualProcessorRankStrategyStragglersStepsDecided(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_rank_strategy_stragglers_steps_decided",
-		Description: "Steps (run, group, iteration) with held ranks that were decided, early ones included. [Alpha]",
+		Description: "Steps (run, group, iteration) with held ranks that were decided (when every rank of the world reported, at decision_wait, or early), early ones included. [Alpha]",
 		Unit:        "{step}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -25,6 +25,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorRankStrategyStragglersEarlyDecisions.Add(context.Background(), 1)
 	tb.ProcessorRankStrategyStragglersKept.Add(context.Background(), 1)
 	tb.ProcessorRankStrategyStragglersLateSpans.Add(context.Background(), 1)
+	tb.ProcessorRankStrategyStragglersRanksMissing.Add(context.Background(), 1)
 	tb.ProcessorRankStrategyStragglersSendFailed.Add(context.Background(), 1)
 	tb.ProcessorRankStrategyStragglersSpansHeld.Add(context.Background(), 1)
 	tb.ProcessorRankStrategyStragglersStepsDecided.Add(context.Background(), 1)
@@ -44,6 +45,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorRankStrategyStragglersLateSpans(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorRankStrategyStragglersRanksMissing(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorRankStrategyStragglersSendFailed(t, testTel,

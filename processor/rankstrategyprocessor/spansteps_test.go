@@ -1,0 +1,42 @@
+package rankstrategyprocessor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func TestSpanStepsGenerations(t *testing.T) {
+	m := newSpanSteps(2)
+	k := func(n byte) spanKey { return spanKey{owner: 1, span: pcommon.SpanID{n}} }
+	m.put(k(1), 10, 0)
+	it, ok := m.get(k(1))
+	assert.True(t, ok)
+	assert.Equal(t, int64(10), it)
+	m.put(k(2), 20, 0) // the generation is full: it retires
+	assert.Equal(t, 2, m.len())
+	_, ok = m.get(k(2))
+	assert.True(t, ok, "found in the previous generation")
+	m.put(k(3), 30, 0)
+	m.put(k(4), 40, 0) // retires again: k(1) and k(2) are forgotten
+	_, ok = m.get(k(1))
+	assert.False(t, ok)
+	assert.LessOrEqual(t, m.len(), 4)
+
+	m.put(k(5), 50, 0)
+	m.rotate(time.Second, 8)
+	assert.Equal(t, time.Second, m.started)
+	_, ok = m.get(k(5))
+	assert.True(t, ok, "an age rotation keeps the last generation")
+	m.rotate(2*time.Second, 8)
+	assert.Zero(t, m.len())
+}
+
+func TestFoldTraceID(t *testing.T) {
+	a := pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	b := pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17}
+	assert.NotEqual(t, foldTraceID(a), foldTraceID(b))
+	assert.Zero(t, foldTraceID(pcommon.TraceID{}))
+}

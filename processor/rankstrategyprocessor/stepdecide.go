@@ -1,0 +1,147 @@
+package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+// decideCause says why a step is decided now.
+type decideCause uint8
+
+const (
+	decidedComplete   decideCause = iota // every rank of the world reported
+	decidedAtWait                        // decision_wait is over
+	decidedEarly                         // max_buffered_spans was reached
+	decidedAtShutdown                    // the collector stops
+)
+
+func (b *stragglerBuffer) openStep(key stepKey, now time.Duration, prior *stepDecision) *openStep {
+	st := &openStep{key: key, created: now, ranks: make(map[int64]*rankStep), prior: prior}
+	b.open[key] = st
+	b.queue = append(b.queue, st)
+	return st
+}
+
+// rankIn is the rank's part of the open step, created when new.
+func (b *stragglerBuffer) rankIn(st *openStep, id rankID) *rankStep {
+	rs, added := st.rank(id.owner, id.rank)
+	if added {
+		b.observed++
+	}
+	return rs
+}
+
+// markComplete has the step decided at the next tick.
+func (b *stragglerBuffer) markComplete(st *openStep) {
+	if !st.complete {
+		st.complete = true
+		b.complete = append(b.complete, st)
+	}
+}
+
+// oldestOpen is the oldest step not decided yet, nil when there is none. It
+// drops the steps decided out of order from the head of the queue.
+func (b *stragglerBuffer) oldestOpen() *openStep {
+	for len(b.queue) > 0 && b.queue[0].decided {
+		b.popOldest()
+	}
+	if len(b.queue) == 0 {
+		return nil
+	}
+	return b.queue[0]
+}
+
+func (b *stragglerBuffer) popOldest() *openStep {
+	st := b.queue[0]
+	b.queue[0] = nil
+	b.queue = b.queue[1:]
+	return st
+}
+
+// decide scores every rank that reported the step on its busy time and
+// keeps, among the dropped ones, those whose relative or individual score
+// is below its threshold, worst first and at most max_ranks_per_step; it
+// drops the others' spans.
+func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
+	delete(b.open, st.key)
+	st.decided = true
+	b.observed -= st.observed
+
+	scores := b.scores[:0]
+	for rank, rs := range st.ranks {
+		if rs.reported {
+			scores = append(scores, stepbusy.Score{Rank: rank, Busy: rs.busy()})
+		}
+	}
+	fastest := stepbusy.Fastest(scores)
+	dec := st.prior
+	if dec == nil {
+		dec = &stepDecision{}
+	} else if dec.fastest > 0 && (fastest == 0 || dec.fastest < fastest) {
+		fastest = dec.fastest
+	}
+	dec.fastest = fastest
+	stepbusy.Rate(scores, fastest, func(s stepbusy.Score) int64 {
+		return b.history.Add(st.ranks[s.Rank].owner, s.Busy)
+	})
+	candidates := scores[:0]
+	for _, s := range scores {
+		if rs := st.ranks[s.Rank]; rs.dropped {
+			if _, kept := dec.keptScore(s.Rank); !kept {
+				candidates = append(candidates, s)
+			}
+		}
+	}
+	th := b.thresholds
+	th.MaxRanks -= len(dec.kept)
+	picked := th.Select(candidates)
+	dec.kept = append(dec.kept, picked...)
+	b.scores = scores
+
+	heldRanks, largest := 0, 0
+	for rank, rs := range st.ranks {
+		if !rs.dropped {
+			continue
+		}
+		heldRanks++
+		if score, keep := dec.keptScore(rank); keep {
+			for _, ref := range rs.held {
+				b.emit(ref, score, t)
+			}
+			continue
+		}
+		largest = max(largest, len(rs.held))
+		for _, ref := range rs.held {
+			b.drop(ref, t)
+		}
+	}
+	if largest > 0 {
+		b.rankStepHint = min(max(largest, 8), 4096)
+	}
+	st.ranks = nil
+	b.decided.put(st.key, dec)
+	t.stragglersKept += int64(len(picked))
+	if st.prior != nil || heldRanks == 0 {
+		return // a reopened step was counted when first decided
+	}
+	t.stepsDecided++
+	switch cause {
+	case decidedEarly:
+		t.earlyDecisions++
+	case decidedAtWait:
+		if st.worldSize > st.reported {
+			t.ranksMissing += st.worldSize - st.reported
+		}
+	}
+	if cause != decidedEarly && st.reported == 1 && !b.warnedLoneRank {
+		b.warnedLoneRank = true
+		b.logger.Warn("rank_strategy: stragglers: a step was decided having seen a single rank, which is never a straggler. "+
+			"Ranks are compared only within their run and group (group_keys): if every rank carries its own run id "+
+			"(NeMo Lens mints one per process unless NEMO_LENS_RUN_ID, MEGATRON_OTEL_RUN_ID or SLURM_JOB_ID is set), no rank is ever compared with another. "+
+			"Also check that this collector receives every rank of the run. Logged once.",
+			zap.Int64("iteration", st.key.iteration))
+	}
+}
