@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -9,11 +10,13 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
-// TestStragglerStepsAreKept: 32 ranks through the file preset with
-// single_rank and straggler retention on; rank 9 is twice as slow on
-// iterations 2 and 4. The output holds everything of rank 31 (the export
-// rank) plus exactly rank 9's step subtrees of those two iterations, each span
-// marked with the reason, and nothing else.
+// TestStragglerStepsAreKept: 32 ranks in synchronous data parallelism
+// through the file preset with single_rank and straggler retention on; rank
+// 9 computes twice as long on iterations 2 and 4 and every other rank waits
+// for it in grad_sync, so every rank's step spans last the same. The output
+// holds everything of rank 31 (the export rank) plus exactly rank 9's step
+// subtrees of those two iterations, each span marked with the reason and
+// the rank's scores, and nothing else.
 func TestStragglerStepsAreKept(t *testing.T) {
 	const straggler, worldSize, steps = 9, 32, 5
 	slow := map[int]bool{2: true, 4: true}
@@ -23,11 +26,11 @@ func TestStragglerStepsAreKept(t *testing.T) {
 	env["NEMO_STRAGGLER_WAIT"] = "2s"
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
 	ranks := mixedJob(c, "run-straggler", worldSize, steps)
-	ranks[straggler].StepDuration = func(it int) time.Duration {
+	ranks[straggler].ComputeDuration = func(it int) time.Duration {
 		if slow[it] {
-			return 200 * time.Millisecond
+			return 2 * lensemu.DefaultComputeDuration
 		}
-		return 100 * time.Millisecond
+		return lensemu.DefaultComputeDuration
 	}
 	sent := runJobByRank(t, ranks)
 	c.Stop() // shutdown decides every open step and flushes what it keeps
@@ -45,19 +48,67 @@ func TestStragglerStepsAreKept(t *testing.T) {
 			t.Errorf("rank %d should have been dropped, found %s", rank, describe(res))
 		}
 	}
-	iterations := map[string]int{}
-	for _, span := range got.SpanRecords {
-		if span.rank() != straggler {
+
+	// Busy time = step - grad sync = compute + optimizer: 85ms for every
+	// rank, 155ms for the straggler on its slow steps; its own best is 85ms.
+	busy := lensemu.DefaultComputeDuration + lensemu.OptimizerTime
+	slowBusy := 2*lensemu.DefaultComputeDuration + lensemu.OptimizerTime
+	wantScore := fmt.Sprintf("%.3f", float64(busy)/float64(slowBusy))
+	for iteration, n := range keptSubtrees(t, got.SpanRecords, straggler, wantScore) {
+		if !slow[iteration] || n != lensemu.SpansPerStep(2) {
+			t.Errorf("rank %d: kept %d spans of the subtree of iteration %d, want %d of iterations 2 and 4 only", straggler, n, iteration, lensemu.SpansPerStep(2))
+		}
+		delete(slow, iteration)
+	}
+	if len(slow) != 0 {
+		t.Errorf("rank %d: no subtree kept for iterations %v", straggler, slow)
+	}
+}
+
+// keptSubtrees checks that every span of rank in records is marked as a
+// straggler with both scores equal to score, and counts the spans of each
+// kept step subtree (the step span and its descendants) by iteration. A
+// span under no kept step span is an error.
+func keptSubtrees(t *testing.T, records []record, rank int64, score string) map[int]int {
+	t.Helper()
+	parent := map[string]string{}
+	iteration := map[string]int{}
+	var mine []record
+	for _, span := range records {
+		if span.rank() != rank {
 			continue
 		}
-		if reason := span.attributes()["nemo.rank_strategy.kept_reason"]; reason != "straggler" {
+		mine = append(mine, span)
+		attrs := span.attributes()
+		if reason := attrs["nemo.rank_strategy.kept_reason"]; reason != "straggler" {
 			t.Errorf("straggler span %s has kept_reason %v", span.str("name"), reason)
 		}
+		for _, key := range []string{"nemo.rank_strategy.relative_score", "nemo.rank_strategy.individual_score"} {
+			if v, _ := attrs[key].(json.Number); v.String() != score {
+				t.Errorf("straggler span %s: %s = %v, want %s", span.str("name"), key, attrs[key], score)
+			}
+		}
+		parent[span.str("span_id")] = span.str("parent_id")
 		if span.str("name") == "megatron.train_step" {
-			iterations[fmt.Sprint(span.attributes()["megatron.iteration"])]++
+			it, _ := attrs["megatron.iteration"].(json.Number).Int64()
+			iteration[span.str("span_id")] = int(it)
 		}
 	}
-	if len(iterations) != 2 || iterations["2"] != 1 || iterations["4"] != 1 {
-		t.Errorf("kept straggler steps by iteration: %v, want iterations 2 and 4", iterations)
+	counts := map[int]int{}
+	for _, span := range mine {
+		id := span.str("span_id")
+		for depth := 0; depth < 10; depth++ {
+			if it, ok := iteration[id]; ok {
+				counts[it]++
+				break
+			}
+			next, ok := parent[id]
+			if !ok || depth == 9 {
+				t.Errorf("straggler span %s is in no kept step subtree", span.str("name"))
+				break
+			}
+			id = next
+		}
 	}
+	return counts
 }

@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -67,8 +68,19 @@ type Rank struct {
 	Steps int
 	// MicroBatches per step (default 2); each has a forward (with one layer span) and a backward.
 	MicroBatches int
-	// StepDuration gives the duration of step i (1-based iteration); default 100ms each.
-	// Timestamps are synthetic: the emulator never sleeps.
+	// ComputeDuration gives the rank's compute time on step i (1-based
+	// iteration): its megatron.forward_backward span; default 70ms each.
+	// Training is synchronous data parallelism: the ranks of one run (RunID)
+	// in one Job share every step's start and end, which the slowest rank's
+	// compute sets (plus GradSyncTime and OptimizerTime), and the others wait
+	// for it inside megatron.grad_sync.finish. With the defaults a step lasts
+	// 100ms. Timestamps are synthetic: the emulator never sleeps.
+	ComputeDuration func(iteration int) time.Duration
+	// Unsynchronised emits every rank's steps on its own clock, each step
+	// lasting StepDuration, as if there were no gradient all-reduce.
+	Unsynchronised bool
+	// StepDuration gives the duration of step i of an Unsynchronised rank;
+	// default 100ms each. Setting it without Unsynchronised is an error.
 	StepDuration func(iteration int) time.Duration
 	// ErrorAtIteration marks that iteration's optimizer step span as ERROR and
 	// emits an ERROR log record; 0 means never.
@@ -80,6 +92,53 @@ type Rank struct {
 	// TLS, when set, connects with TLS using this client configuration;
 	// otherwise the connection is plaintext.
 	TLS *tls.Config
+
+	// sched is the step schedule the rank shares with its run, set by Job.
+	sched *schedule
+}
+
+// The fixed parts of a synchronous step, after the slowest rank's compute:
+// the gradient all-reduce (5ms in grad_sync.start, 10ms in grad_sync.finish)
+// and the optimizer.
+const (
+	GradSyncTime  = 15 * time.Millisecond
+	OptimizerTime = 15 * time.Millisecond
+	// DefaultComputeDuration makes a default step last 100ms.
+	DefaultComputeDuration = 70 * time.Millisecond
+	gradSyncStart          = 5 * time.Millisecond
+	setupTime              = 2 * time.Second
+)
+
+// schedule is what the ranks of one run share in synchronous training: when
+// the job started and every step's slowest compute.
+type schedule struct {
+	t0      time.Time
+	slowest []time.Duration // by iteration - 1
+}
+
+// stepDuration is step it's wall duration on every rank.
+func (s *schedule) stepDuration(it int) time.Duration {
+	return s.slowest[it-1] + GradSyncTime + OptimizerTime
+}
+
+// newSchedule builds the schedule of ranks that train together.
+func newSchedule(ranks []Rank) *schedule {
+	s := &schedule{}
+	for _, r := range ranks {
+		r.defaults()
+		for it := 1; it <= r.Steps; it++ {
+			if len(s.slowest) < it {
+				s.slowest = append(s.slowest, 0)
+			}
+			s.slowest[it-1] = max(s.slowest[it-1], r.ComputeDuration(it))
+		}
+	}
+	var total time.Duration
+	for it := 1; it <= len(s.slowest); it++ {
+		total += s.stepDuration(it)
+	}
+	s.t0 = time.Now().Add(-(total + 2*setupTime))
+	return s
 }
 
 // SpansPerStep is the number of spans one train step produces for the given
@@ -113,9 +172,24 @@ func (r *Rank) defaults() {
 	if r.MicroBatches == 0 {
 		r.MicroBatches = 2
 	}
-	if r.StepDuration == nil {
+	if r.ComputeDuration == nil {
+		r.ComputeDuration = func(int) time.Duration { return DefaultComputeDuration }
+	}
+	if r.Unsynchronised && r.StepDuration == nil {
 		r.StepDuration = func(int) time.Duration { return 100 * time.Millisecond }
 	}
+}
+
+// check rejects a rank whose timing fields contradict each other.
+func (r Rank) check() error {
+	if r.StepDuration != nil && !r.Unsynchronised {
+		return errors.New("lensemu: StepDuration is the step of an Unsynchronised rank; set Unsynchronised, " +
+			"or set ComputeDuration for a rank of a synchronous job (the slowest rank's compute sets every rank's step)")
+	}
+	if r.ComputeDuration != nil && r.Unsynchronised {
+		return errors.New("lensemu: ComputeDuration is for synchronous ranks; an Unsynchronised rank's step lasts StepDuration")
+	}
+	return nil
 }
 
 // ResourceAttributes returns the resource attributes the rank sends.
@@ -155,7 +229,13 @@ func (r Rank) ResourceAttributes() []attribute.KeyValue {
 // Run emits the rank's whole job and shuts its SDK down, flushing everything.
 // It returns what the collector acknowledged and the first export error.
 func (r Rank) Run(ctx context.Context) (Result, error) {
+	if err := r.check(); err != nil {
+		return Result{}, err
+	}
 	r.defaults()
+	if !r.Unsynchronised && r.sched == nil {
+		r.sched = newSchedule([]Rank{r})
+	}
 	res := resource.NewSchemaless(r.ResourceAttributes()...)
 	exp, err := r.newExporters(ctx)
 	if err != nil {
@@ -188,12 +268,8 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	if err != nil {
 		return err
 	}
-	var total time.Duration
-	for i := 1; i <= r.Steps; i++ {
-		total += r.StepDuration(i)
-	}
-	setup := 2 * time.Second
-	t0 := time.Now().Add(-(total + 2*setup))
+	t0, stepDuration := r.timeline()
+	setup := setupTime
 	at := func(d time.Duration) trace.SpanStartEventOption { return trace.WithTimestamp(t0.Add(d)) }
 	end := func(d time.Duration) trace.SpanEndOption { return trace.WithTimestamp(t0.Add(d)) }
 
@@ -204,8 +280,12 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 
 	cursor := setup
 	for it := 1; it <= r.Steps; it++ {
-		d := r.StepDuration(it)
-		r.emitStep(trainCtx, tracer, it, t0.Add(cursor), d)
+		d := stepDuration(it)
+		if r.Unsynchronised {
+			r.emitUnsynchronisedStep(trainCtx, tracer, it, t0.Add(cursor), d)
+		} else {
+			r.emitStep(trainCtx, tracer, it, t0.Add(cursor), r.ComputeDuration(it), r.sched.slowest[it-1])
+		}
 		cursor += d
 		loss := 10.0 / float64(it+1)
 		inst.stepDuration.Record(ctx, float64(d.Milliseconds()))
@@ -233,19 +313,63 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	return nil
 }
 
-// emitStep emits one megatron.train_step subtree. Children end (and so are
-// exported) before their parents, as in a real job.
-func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, d time.Duration) {
+// timeline is when the rank's job started and how long each of its steps
+// lasts.
+func (r Rank) timeline() (time.Time, func(int) time.Duration) {
+	if !r.Unsynchronised {
+		return r.sched.t0, r.sched.stepDuration
+	}
+	var total time.Duration
+	for i := 1; i <= r.Steps; i++ {
+		total += r.StepDuration(i)
+	}
+	return time.Now().Add(-(total + 2*setupTime)), r.StepDuration
+}
+
+// emitStep emits one megatron.train_step subtree of a synchronous step:
+// the rank computes for compute (megatron.forward_backward), starts the
+// gradient all-reduce, waits in megatron.grad_sync.finish until the slowest
+// rank has computed too and the all-reduce is done, then runs the optimizer.
+// Children end (and so are exported) before their parents, as in a real job.
+func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, compute, slowest time.Duration) {
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	ctx, step := r.startStep(ctx, tracer, it, start)
+	r.emitForwardBackward(ctx, tracer, start, compute)
+	syncEnd := slowest + GradSyncTime
+	r.emitSpan(ctx, tracer, "megatron.grad_sync.start", at(compute), at(compute+gradSyncStart))
+	r.emitSpan(ctx, tracer, "megatron.grad_sync.finish", at(compute+gradSyncStart), at(syncEnd))
+	r.emitOptimizer(ctx, tracer, it, at(syncEnd), at(syncEnd+OptimizerTime))
+	step.End(trace.WithTimestamp(at(syncEnd + OptimizerTime)))
+}
+
+// emitUnsynchronisedStep emits a step of d on the rank's own clock: compute
+// 70%, gradient sync 15%, optimizer 15%.
+func (r Rank) emitUnsynchronisedStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, d time.Duration) {
 	ts := func(f float64) time.Time { return start.Add(time.Duration(f * float64(d))) }
-	ctx, step := tracer.Start(ctx, "megatron.train_step", trace.WithTimestamp(start), trace.WithAttributes(
+	ctx, step := r.startStep(ctx, tracer, it, start)
+	r.emitForwardBackward(ctx, tracer, start, time.Duration(0.7*float64(d)))
+	r.emitSpan(ctx, tracer, "megatron.grad_sync.start", ts(0.7), ts(0.75))
+	r.emitSpan(ctx, tracer, "megatron.grad_sync.finish", ts(0.75), ts(0.85))
+	r.emitOptimizer(ctx, tracer, it, ts(0.85), ts(1))
+	step.End(trace.WithTimestamp(ts(1)))
+}
+
+func (r Rank) startStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "megatron.train_step", trace.WithTimestamp(start), trace.WithAttributes(
 		attribute.Int("megatron.iteration", it),
 		attribute.Int("megatron.num_microbatches", r.MicroBatches),
 		attribute.Float64("megatron.loss", 10.0/float64(it+1)),
 		attribute.Float64("megatron.grad_norm", 1.25),
 		attribute.Bool("megatron.update_successful", it != r.ErrorAtIteration),
 	))
-	fbCtx, fb := tracer.Start(ctx, "megatron.forward_backward", trace.WithTimestamp(ts(0)))
-	per := 0.7 / float64(r.MicroBatches)
+}
+
+// emitForwardBackward emits megatron.forward_backward lasting compute, with
+// a forward (holding one layer span) and a backward per micro-batch.
+func (r Rank) emitForwardBackward(ctx context.Context, tracer trace.Tracer, start time.Time, compute time.Duration) {
+	ts := func(f float64) time.Time { return start.Add(time.Duration(f * float64(compute))) }
+	fbCtx, fb := tracer.Start(ctx, "megatron.forward_backward", trace.WithTimestamp(start))
+	per := 1 / float64(r.MicroBatches)
 	for mb := 0; mb < r.MicroBatches; mb++ {
 		base := float64(mb) * per
 		mbAttr := trace.WithAttributes(attribute.Int("megatron.microbatch_id", mb))
@@ -256,17 +380,20 @@ func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start t
 		_, bwd := tracer.Start(fbCtx, "megatron.microbatch.backward", trace.WithTimestamp(ts(base+per*0.4)), mbAttr)
 		bwd.End(trace.WithTimestamp(ts(base + per)))
 	}
-	fb.End(trace.WithTimestamp(ts(0.7)))
-	_, gs := tracer.Start(ctx, "megatron.grad_sync.start", trace.WithTimestamp(ts(0.7)))
-	gs.End(trace.WithTimestamp(ts(0.75)))
-	_, gf := tracer.Start(ctx, "megatron.grad_sync.finish", trace.WithTimestamp(ts(0.75)))
-	gf.End(trace.WithTimestamp(ts(0.85)))
-	_, opt := tracer.Start(ctx, "megatron.optimizer_step", trace.WithTimestamp(ts(0.85)))
+	fb.End(trace.WithTimestamp(ts(1)))
+}
+
+func (r Rank) emitOptimizer(ctx context.Context, tracer trace.Tracer, it int, from, to time.Time) {
+	_, opt := tracer.Start(ctx, "megatron.optimizer_step", trace.WithTimestamp(from))
 	if it == r.ErrorAtIteration {
 		opt.SetStatus(codes.Error, "optimizer step failed")
 	}
-	opt.End(trace.WithTimestamp(ts(1)))
-	step.End(trace.WithTimestamp(ts(1)))
+	opt.End(trace.WithTimestamp(to))
+}
+
+func (r Rank) emitSpan(ctx context.Context, tracer trace.Tracer, name string, from, to time.Time) {
+	_, s := tracer.Start(ctx, name, trace.WithTimestamp(from))
+	s.End(trace.WithTimestamp(to))
 }
 
 func (r Rank) emitLog(ctx context.Context, logger otellog.Logger, sev otellog.Severity, at time.Time, msg string, it int) {
@@ -477,6 +604,7 @@ func Job(ctx context.Context, ranks []Rank) ([]Result, error) {
 		errs []error
 	)
 	results := make([]Result, len(ranks))
+	ranks = withSchedules(ranks)
 	for i, r := range ranks {
 		wg.Add(1)
 		go func() {
@@ -492,6 +620,28 @@ func Job(ctx context.Context, ranks []Rank) ([]Result, error) {
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)
+}
+
+// withSchedules returns a copy of ranks in which the synchronous ranks of
+// each run share one schedule.
+func withSchedules(ranks []Rank) []Rank {
+	ranks = slices.Clone(ranks)
+	byRun := map[string][]Rank{}
+	for _, r := range ranks {
+		if !r.Unsynchronised {
+			byRun[r.RunID] = append(byRun[r.RunID], r)
+		}
+	}
+	scheds := make(map[string]*schedule, len(byRun))
+	for run, rs := range byRun {
+		scheds[run] = newSchedule(rs)
+	}
+	for i := range ranks {
+		if !ranks[i].Unsynchronised {
+			ranks[i].sched = scheds[ranks[i].RunID]
+		}
+	}
+	return ranks
 }
 
 // Sum adds results up.

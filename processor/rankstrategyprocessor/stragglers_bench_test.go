@@ -31,29 +31,50 @@ var benchStepTree = func() []stepNode {
 	return append(tree, stepNode{"megatron.grad_sync.finish", 0}, stepNode{"megatron.optimizer_step", 0})
 }()
 
-// benchRankStep appends one rank's step as NeMo Lens exports it: spans in
-// the order they end (children first, the step span last), each with the
-// attributes megatronStep gives it, the step lasting dur.
-func benchRankStep(spans ptrace.SpanSlice, rank, iteration int, dur time.Duration) {
+// benchRankStep appends one rank's synchronous step as NeMo Lens exports
+// it: spans in reverse start order (children first, the step span last),
+// each with the attributes megatronStep gives it. The rank computes for
+// compute; it then waits in grad_sync.finish until the slowest rank has
+// computed and 100ms more have passed, and runs the optimizer for 150ms.
+func benchRankStep(spans ptrace.SpanSlice, rank, iteration int, compute, slowest time.Duration) {
 	traceID := pcommon.TraceID{0x4c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
 	spanID := func(n int) pcommon.SpanID {
 		return pcommon.SpanID{byte(rank >> 8), byte(rank), byte(iteration >> 16), byte(iteration >> 8), byte(iteration), 0, 0, byte(n + 1)}
 	}
 	start := pcommon.Timestamp(1_750_000_000_000_000_000 + uint64(iteration)*uint64(2*time.Second))
+	at := func(d time.Duration) pcommon.Timestamp { return start + pcommon.Timestamp(d) }
+	syncEnd := slowest + 100*time.Millisecond
+	slot := compute / 4 // one micro-batch
 	for n := len(benchStepTree) - 1; n >= 0; n-- {
 		node := benchStepTree[n]
 		s := spans.AppendEmpty()
 		s.SetName(node.name)
 		s.SetTraceID(traceID)
 		s.SetSpanID(spanID(n))
+		mb := time.Duration((n - 2) / 4)
+		from, to := time.Duration(0), compute
+		switch node.name {
+		case "megatron.train_step":
+			to = syncEnd + 150*time.Millisecond
+		case "megatron.microbatch.forward":
+			from, to = mb*slot, mb*slot+slot*4/10
+		case "megatron.layer.self_attention":
+			from, to = mb*slot, mb*slot+slot*3/10
+		case "megatron.p2p.send_forward":
+			from, to = mb*slot+slot*3/10, mb*slot+slot*4/10
+		case "megatron.microbatch.backward":
+			from, to = mb*slot+slot*4/10, (mb+1)*slot
+		case "megatron.grad_sync.finish":
+			from, to = compute, syncEnd
+		case "megatron.optimizer_step":
+			from, to = syncEnd, syncEnd+150*time.Millisecond
+		}
+		s.SetStartTimestamp(at(from))
+		s.SetEndTimestamp(at(to))
 		if node.parent >= 0 {
 			s.SetParentSpanID(spanID(node.parent))
-			s.SetStartTimestamp(start + pcommon.Timestamp(n)*pcommon.Timestamp(dur/40))
-			s.SetEndTimestamp(s.StartTimestamp() + pcommon.Timestamp(dur/2))
 		} else {
 			s.SetParentSpanID(pcommon.SpanID{0xbb, byte(rank >> 8), byte(rank), 0, 0, 0, 0, 1})
-			s.SetStartTimestamp(start)
-			s.SetEndTimestamp(start + pcommon.Timestamp(dur))
 			s.Attributes().PutDouble("megatron.loss", 2.345)
 			s.Attributes().PutDouble("megatron.grad_norm", 0.87)
 			s.Attributes().PutInt("megatron.num_microbatches", 4)
@@ -61,7 +82,7 @@ func benchRankStep(spans ptrace.SpanSlice, rank, iteration int, dur time.Duratio
 		s.Attributes().PutInt("megatron.iteration", int64(iteration))
 		switch node.name {
 		case "megatron.microbatch.forward", "megatron.microbatch.backward":
-			s.Attributes().PutInt("megatron.microbatch_id", int64((n-2)/4))
+			s.Attributes().PutInt("megatron.microbatch_id", int64(mb))
 		case "megatron.layer.self_attention":
 			s.Attributes().PutInt("dl.pipeline_parallel.rank", int64(rank%5))
 		case "megatron.optimizer_step":
@@ -70,9 +91,21 @@ func benchRankStep(spans ptrace.SpanSlice, rank, iteration int, dur time.Duratio
 	}
 }
 
-// benchStepBatches is one step of a 1,000-rank run as the receiver hands it
-// over: one batch per rank. Rank 17 is twice as slow on every tenth step.
+// benchStepBatches is one synchronous step of a 1,000-rank run as the
+// receiver hands it over: one batch per rank. Rank 17 computes twice as
+// long on every tenth step.
 func benchStepBatches(iteration int) []ptrace.Traces {
+	computeOf := func(rank int) time.Duration {
+		c := time.Second + time.Duration(rank)*time.Microsecond
+		if rank == 17 && iteration%10 == 0 {
+			c *= 2
+		}
+		return c
+	}
+	var slowest time.Duration
+	for rank := range benchRanks {
+		slowest = max(slowest, computeOf(rank))
+	}
 	out := make([]ptrace.Traces, benchRanks)
 	for rank := range benchRanks {
 		td := ptrace.NewTraces()
@@ -80,11 +113,7 @@ func benchStepBatches(iteration int) []ptrace.Traces {
 		megatronResource(rs.Resource().Attributes(), rank)
 		ss := rs.ScopeSpans().AppendEmpty()
 		ss.Scope().SetName("megatron.core")
-		dur := time.Second + time.Duration(rank)*time.Microsecond
-		if rank == 17 && iteration%10 == 0 {
-			dur *= 2
-		}
-		benchRankStep(ss.Spans(), rank, iteration, dur)
+		benchRankStep(ss.Spans(), rank, iteration, computeOf(rank), slowest)
 		out[rank] = td
 	}
 	return out

@@ -1,0 +1,184 @@
+package lensemu
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+)
+
+// stepSpan is one span of a rank's step as the backend received it.
+type stepSpan struct {
+	rank, iteration int64
+	name            string
+	start, end      time.Time
+}
+
+// sendJob runs ranks against a fake backend, checks that every rank sent
+// its whole job, and returns the step spans and their direct children by
+// rank and iteration, keyed by name.
+func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
+	t.Helper()
+	sink, err := otlpsink.Start(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sink.Close() })
+	for i := range ranks {
+		ranks[i].Endpoint = strings.TrimPrefix(sink.URL, "http://")
+		ranks[i].Protocol = HTTP
+		ranks[i].NoMetrics, ranks[i].NoLogs = true, true
+	}
+	results, err := Job(context.Background(), ranks)
+	require.NoError(t, err)
+
+	steps := map[[2]int64]map[string]stepSpan{}
+	iterOf := map[[2]any]int64{} // (rank, step span id) -> iteration
+	var children []struct {
+		rank   int64
+		parent [8]byte
+		s      stepSpan
+	}
+	received := 0
+	for _, req := range sink.Requests() {
+		if req.Signal != otlpsink.Traces {
+			continue
+		}
+		received += req.Traces.SpanCount()
+		for i := 0; i < req.Traces.ResourceSpans().Len(); i++ {
+			rs := req.Traces.ResourceSpans().At(i)
+			rv, _ := rs.Resource().Attributes().Get("nv.dl.rank")
+			rank := rv.Int()
+			forEachSpan(rs, func(s ptrace.Span) {
+				ss := stepSpan{rank: rank, name: s.Name(), start: s.StartTimestamp().AsTime(), end: s.EndTimestamp().AsTime()}
+				if s.Name() == "megatron.train_step" {
+					it, _ := s.Attributes().Get("megatron.iteration")
+					ss.iteration = it.Int()
+					iterOf[[2]any{rank, [8]byte(s.SpanID())}] = it.Int()
+					put(steps, ss)
+					return
+				}
+				children = append(children, struct {
+					rank   int64
+					parent [8]byte
+					s      stepSpan
+				}{rank, [8]byte(s.ParentSpanID()), ss})
+			})
+		}
+	}
+	for _, c := range children {
+		if it, ok := iterOf[[2]any{c.rank, c.parent}]; ok {
+			c.s.iteration = it
+			put(steps, c.s)
+		}
+	}
+	assert.Equal(t, Sum(results).Spans, int64(received), "every acknowledged span arrived")
+	want := 0
+	for _, r := range ranks {
+		want += JobSpans + r.Steps*SpansPerStep(2)
+	}
+	assert.Equal(t, want, received, "span counts per step are unchanged")
+	return steps
+}
+
+func put(steps map[[2]int64]map[string]stepSpan, s stepSpan) {
+	k := [2]int64{s.rank, s.iteration}
+	if steps[k] == nil {
+		steps[k] = map[string]stepSpan{}
+	}
+	steps[k][s.name] = s
+}
+
+func forEachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
+	for i := 0; i < rs.ScopeSpans().Len(); i++ {
+		spans := rs.ScopeSpans().At(i).Spans()
+		for j := 0; j < spans.Len(); j++ {
+			f(spans.At(j))
+		}
+	}
+}
+
+func job(worldSize int, edit func(r *Rank)) []Rank {
+	ranks := make([]Rank, worldSize)
+	for i := range ranks {
+		ranks[i] = Rank{RunID: "run-sync", Rank: i, WorldSize: worldSize, LocalRank: i % 8, Steps: 3}
+		if edit != nil {
+			edit(&ranks[i])
+		}
+	}
+	return ranks
+}
+
+func dur(s stepSpan) time.Duration { return s.end.Sub(s.start) }
+
+// In a synchronous job every rank's step starts and ends together; the slow
+// rank's forward_backward is longer and every other rank waits the
+// difference in grad_sync.finish.
+func TestJobIsSynchronous(t *testing.T) {
+	const slowRank = 2
+	ranks := job(4, func(r *Rank) {
+		if r.Rank == slowRank {
+			r.ComputeDuration = func(it int) time.Duration {
+				if it == 2 {
+					return 3 * DefaultComputeDuration
+				}
+				return DefaultComputeDuration
+			}
+		}
+	})
+	steps := sendJob(t, ranks)
+	require.Len(t, steps, 4*3)
+	for it := int64(1); it <= 3; it++ {
+		ref := steps[[2]int64{0, it}]["megatron.train_step"]
+		wantStep := 100 * time.Millisecond
+		if it == 2 {
+			wantStep = 3*DefaultComputeDuration + GradSyncTime + OptimizerTime
+		}
+		assert.Equal(t, wantStep, dur(ref), "iteration %d", it)
+		for rank := int64(0); rank < 4; rank++ {
+			s := steps[[2]int64{rank, it}]
+			assert.Equal(t, ref.start, s["megatron.train_step"].start, "steps start together")
+			assert.Equal(t, ref.end, s["megatron.train_step"].end, "steps end together")
+			compute, wait := DefaultComputeDuration, 10*time.Millisecond
+			if it == 2 {
+				if rank == slowRank {
+					compute = 3 * DefaultComputeDuration
+				} else {
+					wait += 2 * DefaultComputeDuration
+				}
+			}
+			assert.Equal(t, compute, dur(s["megatron.forward_backward"]), "rank %d iteration %d", rank, it)
+			assert.Equal(t, wait, dur(s["megatron.grad_sync.finish"]), "rank %d iteration %d", rank, it)
+			assert.Equal(t, 5*time.Millisecond, dur(s["megatron.grad_sync.start"]))
+			assert.Equal(t, OptimizerTime, dur(s["megatron.optimizer_step"]))
+			assert.Equal(t, ref.end, s["megatron.optimizer_step"].end)
+		}
+	}
+}
+
+// Unsynchronised ranks keep their own step durations.
+func TestJobUnsynchronised(t *testing.T) {
+	ranks := job(2, func(r *Rank) {
+		r.Unsynchronised = true
+		if r.Rank == 1 {
+			r.StepDuration = func(int) time.Duration { return 200 * time.Millisecond }
+		}
+	})
+	steps := sendJob(t, ranks)
+	assert.Equal(t, 100*time.Millisecond, dur(steps[[2]int64{0, 1}]["megatron.train_step"]))
+	assert.Equal(t, 200*time.Millisecond, dur(steps[[2]int64{1, 1}]["megatron.train_step"]))
+	assert.Equal(t, 140*time.Millisecond, dur(steps[[2]int64{1, 1}]["megatron.forward_backward"]))
+}
+
+func TestTimingFieldsMustAgree(t *testing.T) {
+	_, err := Rank{StepDuration: func(int) time.Duration { return time.Second }}.Run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set Unsynchronised, or set ComputeDuration")
+	_, err = Rank{Unsynchronised: true, ComputeDuration: func(int) time.Duration { return time.Second }}.Run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "an Unsynchronised rank's step lasts StepDuration")
+}
