@@ -6,6 +6,8 @@
 // evaluated per run and worker group in the collector, where the whole fleet
 // is visible. Errors, truncated spans and high-severity logs from dropped
 // ranks are kept and marked with the reason. With the stragglers block, the
-// step subtrees of dropped ranks are held for a while and a rank's step is
-// kept when it was markedly slower than the other ranks on that step.
+// step subtrees of dropped ranks are held until every rank has reported the
+// step, and a rank's step is kept when its busy time (the step minus the
+// time spent waiting for the other ranks) was markedly longer than the
+// fastest rank's, or than its own recent steps'.
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
