@@ -247,9 +247,12 @@ func (r Rank) Run(ctx context.Context) (Result, error) {
 		sdktrace.WithBatcher(exp.spans, sdktrace.WithBlocking(), sdktrace.WithMaxExportBatchSize(512), sdktrace.WithBatchTimeout(200*time.Millisecond)),
 	)
 	// Metrics are exported once per step (Megatron's log interval) and at shutdown.
-	reader := sdkmetric.NewPeriodicReader(exp.metrics, sdkmetric.WithInterval(time.Hour))
+	// The reader is only made when it is registered: the meter provider's
+	// shutdown is what stops its goroutine.
+	var reader *sdkmetric.PeriodicReader
 	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res)}
 	if !r.NoMetrics {
+		reader = sdkmetric.NewPeriodicReader(exp.metrics, sdkmetric.WithInterval(time.Hour))
 		mpOpts = append(mpOpts, sdkmetric.WithReader(reader))
 	}
 	mp := sdkmetric.NewMeterProvider(mpOpts...)

@@ -1,0 +1,83 @@
+package rankstrategyprocessor
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+)
+
+// The emulator's synchronous job, as the SDK exported it, through the
+// processor: 16 ranks, rank 5 computes three times as long on iteration 3.
+// Exactly rank 5's subtree of iteration 3 is kept beside rank 15, with the
+// scores busy time gives: (70ms + 15ms optimizer) / (210ms + 15ms).
+func TestStragglersOnEmulatedSynchronousJob(t *testing.T) {
+	const worldSize, slowRank, slowIteration = 16, 5, 3
+	sink, err := otlpsink.Start(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sink.Close() })
+	ranks := make([]lensemu.Rank, worldSize)
+	for i := range ranks {
+		ranks[i] = lensemu.Rank{
+			Endpoint: strings.TrimPrefix(sink.URL, "http://"), Protocol: lensemu.HTTP,
+			RunID: "run-emulated", Rank: i, WorldSize: worldSize, LocalRank: i % 8, Steps: 4,
+			NoMetrics: true, NoLogs: true,
+		}
+	}
+	ranks[slowRank].ComputeDuration = func(it int) time.Duration {
+		if it == slowIteration {
+			return 3 * lensemu.DefaultComputeDuration
+		}
+		return lensemu.DefaultComputeDuration
+	}
+	_, err = lensemu.Job(context.Background(), ranks)
+	require.NoError(t, err)
+
+	h := newStragglerHarness(t, nil, nil)
+	for _, req := range sink.Requests() {
+		if req.Signal == otlpsink.Traces {
+			h.consume(t, req.Traces)
+		}
+	}
+	h.clock.Advance(time.Second)
+	assert.Equal(t, int64(4), h.total(t, "stragglers_steps_decided"), "every step complete, decided at the first tick")
+
+	byRank := map[int64]int{}
+	want := score(lensemu.DefaultComputeDuration+lensemu.OptimizerTime, 3*lensemu.DefaultComputeDuration+lensemu.OptimizerTime)
+	for _, td := range h.sink.AllTraces() {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			rs := td.ResourceSpans().At(i)
+			rank, _ := rs.Resource().Attributes().Get("nv.dl.rank")
+			forEachSpan(rs, func(s ptrace.Span) {
+				byRank[rank.Int()]++
+				if rank.Int() != slowRank {
+					return
+				}
+				attrs := s.Attributes().AsRaw()
+				assert.Equal(t, "straggler", attrs[keptReasonKey], s.Name())
+				assert.Equal(t, want, attrs[relativeScoreKey], s.Name())
+				assert.Equal(t, want, attrs[individualScoreKey], s.Name())
+			})
+		}
+	}
+	assert.Equal(t, map[int64]int{
+		worldSize - 1: lensemu.JobSpans + 4*lensemu.SpansPerStep(2),
+		slowRank:      lensemu.SpansPerStep(2),
+	}, byRank)
+}
+
+func forEachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
+	for i := 0; i < rs.ScopeSpans().Len(); i++ {
+		spans := rs.ScopeSpans().At(i).Spans()
+		for j := 0; j < spans.Len(); j++ {
+			f(spans.At(j))
+		}
+	}
+}
