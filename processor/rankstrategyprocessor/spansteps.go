@@ -20,31 +20,50 @@ func foldTraceID(id pcommon.TraceID) uint64 {
 	return binary.LittleEndian.Uint64(id[:8]) ^ binary.LittleEndian.Uint64(id[8:])
 }
 
+// digest mixes the key into 64 bits. The span-to-step map is keyed by it:
+// half the memory of the full key and a cheaper hash, on the map that every
+// span goes through. Two live spans share a digest with a probability of
+// about n^2 / 2^65 (1 in 10^8 for 400,000 entries); such a span would be
+// tied to the other's step.
+func (k spanKey) digest() uint64 {
+	return mix64(k.owner ^ mix64(k.trace^mix64(binary.LittleEndian.Uint64(k.span[:]))))
+}
+
+// mix64 is the SplitMix64 finaliser: every input bit affects every output
+// bit, so structured ids (counters, XOR-folded trace ids) spread evenly.
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
 // spanSteps maps recently seen spans to their step's iteration, so that a
 // span whose parent arrived earlier, maybe in another batch, finds its step.
 // Two generations bound it: the current one is retired when it reaches limit
 // entries or is one decision_wait old, so an entry lives between one and two
 // waits and at most 2 x limit are kept.
 type spanSteps struct {
-	cur, prev map[spanKey]int64
+	cur, prev map[uint64]int64
 	limit     int
 	started   time.Duration
 }
 
 func newSpanSteps(limit int) spanSteps {
-	return spanSteps{cur: make(map[spanKey]int64), prev: make(map[spanKey]int64), limit: limit}
+	return spanSteps{cur: make(map[uint64]int64), prev: make(map[uint64]int64), limit: limit}
 }
 
 func (m *spanSteps) get(k spanKey) (int64, bool) {
-	if it, ok := m.cur[k]; ok {
+	d := k.digest()
+	if it, ok := m.cur[d]; ok {
 		return it, true
 	}
-	it, ok := m.prev[k]
+	it, ok := m.prev[d]
 	return it, ok
 }
 
 func (m *spanSteps) put(k spanKey, iteration int64, now time.Duration) {
-	m.cur[k] = iteration
+	m.cur[k.digest()] = iteration
 	if len(m.cur) >= m.limit {
 		m.rotate(now, 0)
 	}
@@ -54,7 +73,7 @@ func (m *spanSteps) put(k spanKey, iteration int64, now time.Duration) {
 // the next one, which saves growing it again at a steady rate.
 func (m *spanSteps) rotate(now time.Duration, sizeHint int) {
 	m.prev = m.cur
-	m.cur = make(map[spanKey]int64, min(sizeHint, m.limit))
+	m.cur = make(map[uint64]int64, min(sizeHint, m.limit))
 	m.started = now
 }
 
