@@ -40,3 +40,21 @@ func TestFoldTraceID(t *testing.T) {
 	assert.NotEqual(t, foldTraceID(a), foldTraceID(b))
 	assert.Zero(t, foldTraceID(pcommon.TraceID{}))
 }
+
+// Structured ids (counters, as Megatron's seeded RNG and the tests make
+// them) spread without collisions.
+func TestSpanKeyDigestSpreads(t *testing.T) {
+	seen := make(map[uint64]spanKey, 1<<18)
+	for owner := range uint64(64) {
+		for trace := range uint64(4) {
+			for n := range uint64(1024) {
+				k := spanKey{owner: owner, trace: trace, span: pcommon.SpanID{byte(n >> 8), byte(n), 0, 0, 0, 0, 0, 1}}
+				d := k.digest()
+				if prev, dup := seen[d]; dup {
+					t.Fatalf("%v and %v share digest %x", prev, k, d)
+				}
+				seen[d] = k
+			}
+		}
+	}
+}
