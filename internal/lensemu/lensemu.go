@@ -1,7 +1,16 @@
 // Package lensemu emulates the telemetry of one NeMo Lens training rank
 // (Megatron-LM shaped) with the OpenTelemetry Go SDK, so that tests and
-// benchmarks send the collector what a real job sends: the resource attributes,
-// the span tree, the metrics and the logs described in REFERENCE.md §1.
+// benchmarks send the collector what a real job sends: NeMo Lens's resource
+// attributes (nv.dl.* or dl.* rank identity, nemo.run.id, ...), Megatron-LM's
+// per-step span tree (megatron.train_step with forward_backward, micro-batch,
+// grad_sync and optimizer spans under megatron.pretrain/megatron.train), its
+// training metrics and its log lines.
+//
+// A Job is synchronous data parallelism by default: the gradient all-reduce
+// at the end of each step waits for the slowest rank of the run, so every
+// rank's step starts and ends together; a slow rank computes longer and the
+// others wait in megatron.grad_sync.finish. Unsynchronised ranks keep their
+// own clocks.
 //
 // Every signal is exported through a wrapper that counts what the collector
 // acknowledged, so a test can compare "accepted by the collector" with "found
@@ -13,29 +22,18 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/metric"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc/credentials"
 )
 
 // Protocols a rank can export with.
@@ -95,50 +93,6 @@ type Rank struct {
 
 	// sched is the step schedule the rank shares with its run, set by Job.
 	sched *schedule
-}
-
-// The fixed parts of a synchronous step, after the slowest rank's compute:
-// the gradient all-reduce (5ms in grad_sync.start, 10ms in grad_sync.finish)
-// and the optimizer.
-const (
-	GradSyncTime  = 15 * time.Millisecond
-	OptimizerTime = 15 * time.Millisecond
-	// DefaultComputeDuration makes a default step last 100ms.
-	DefaultComputeDuration = 70 * time.Millisecond
-	gradSyncStart          = 5 * time.Millisecond
-	setupTime              = 2 * time.Second
-)
-
-// schedule is what the ranks of one run share in synchronous training: when
-// the job started and every step's slowest compute.
-type schedule struct {
-	t0      time.Time
-	slowest []time.Duration // by iteration - 1
-}
-
-// stepDuration is step it's wall duration on every rank.
-func (s *schedule) stepDuration(it int) time.Duration {
-	return s.slowest[it-1] + GradSyncTime + OptimizerTime
-}
-
-// newSchedule builds the schedule of ranks that train together.
-func newSchedule(ranks []Rank) *schedule {
-	s := &schedule{}
-	for _, r := range ranks {
-		r.defaults()
-		for it := 1; it <= r.Steps; it++ {
-			if len(s.slowest) < it {
-				s.slowest = append(s.slowest, 0)
-			}
-			s.slowest[it-1] = max(s.slowest[it-1], r.ComputeDuration(it))
-		}
-	}
-	var total time.Duration
-	for it := 1; it <= len(s.slowest); it++ {
-		total += s.stepDuration(it)
-	}
-	s.t0 = time.Now().Add(-(total + 2*setupTime))
-	return s
 }
 
 // SpansPerStep is the number of spans one train step produces for the given
@@ -316,89 +270,6 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	return nil
 }
 
-// timeline is when the rank's job started and how long each of its steps
-// lasts.
-func (r Rank) timeline() (time.Time, func(int) time.Duration) {
-	if !r.Unsynchronised {
-		return r.sched.t0, r.sched.stepDuration
-	}
-	var total time.Duration
-	for i := 1; i <= r.Steps; i++ {
-		total += r.StepDuration(i)
-	}
-	return time.Now().Add(-(total + 2*setupTime)), r.StepDuration
-}
-
-// emitStep emits one megatron.train_step subtree of a synchronous step:
-// the rank computes for compute (megatron.forward_backward), starts the
-// gradient all-reduce, waits in megatron.grad_sync.finish until the slowest
-// rank has computed too and the all-reduce is done, then runs the optimizer.
-// Children end (and so are exported) before their parents, as in a real job.
-func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, compute, slowest time.Duration) {
-	at := func(d time.Duration) time.Time { return start.Add(d) }
-	ctx, step := r.startStep(ctx, tracer, it, start)
-	r.emitForwardBackward(ctx, tracer, start, compute)
-	syncEnd := slowest + GradSyncTime
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.start", at(compute), at(compute+gradSyncStart))
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.finish", at(compute+gradSyncStart), at(syncEnd))
-	r.emitOptimizer(ctx, tracer, it, at(syncEnd), at(syncEnd+OptimizerTime))
-	step.End(trace.WithTimestamp(at(syncEnd + OptimizerTime)))
-}
-
-// emitUnsynchronisedStep emits a step of d on the rank's own clock: compute
-// 70%, gradient sync 15%, optimizer 15%.
-func (r Rank) emitUnsynchronisedStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, d time.Duration) {
-	ts := func(f float64) time.Time { return start.Add(time.Duration(f * float64(d))) }
-	ctx, step := r.startStep(ctx, tracer, it, start)
-	r.emitForwardBackward(ctx, tracer, start, time.Duration(0.7*float64(d)))
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.start", ts(0.7), ts(0.75))
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.finish", ts(0.75), ts(0.85))
-	r.emitOptimizer(ctx, tracer, it, ts(0.85), ts(1))
-	step.End(trace.WithTimestamp(ts(1)))
-}
-
-func (r Rank) startStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "megatron.train_step", trace.WithTimestamp(start), trace.WithAttributes(
-		attribute.Int("megatron.iteration", it),
-		attribute.Int("megatron.num_microbatches", r.MicroBatches),
-		attribute.Float64("megatron.loss", 10.0/float64(it+1)),
-		attribute.Float64("megatron.grad_norm", 1.25),
-		attribute.Bool("megatron.update_successful", it != r.ErrorAtIteration),
-	))
-}
-
-// emitForwardBackward emits megatron.forward_backward lasting compute, with
-// a forward (holding one layer span) and a backward per micro-batch.
-func (r Rank) emitForwardBackward(ctx context.Context, tracer trace.Tracer, start time.Time, compute time.Duration) {
-	ts := func(f float64) time.Time { return start.Add(time.Duration(f * float64(compute))) }
-	fbCtx, fb := tracer.Start(ctx, "megatron.forward_backward", trace.WithTimestamp(start))
-	per := 1 / float64(r.MicroBatches)
-	for mb := 0; mb < r.MicroBatches; mb++ {
-		base := float64(mb) * per
-		mbAttr := trace.WithAttributes(attribute.Int("megatron.microbatch_id", mb))
-		fwdCtx, fwd := tracer.Start(fbCtx, "megatron.microbatch.forward", trace.WithTimestamp(ts(base)), mbAttr)
-		_, layer := tracer.Start(fwdCtx, "megatron.layer.forward", trace.WithTimestamp(ts(base)))
-		layer.End(trace.WithTimestamp(ts(base + per*0.3)))
-		fwd.End(trace.WithTimestamp(ts(base + per*0.4)))
-		_, bwd := tracer.Start(fbCtx, "megatron.microbatch.backward", trace.WithTimestamp(ts(base+per*0.4)), mbAttr)
-		bwd.End(trace.WithTimestamp(ts(base + per)))
-	}
-	fb.End(trace.WithTimestamp(ts(1)))
-}
-
-func (r Rank) emitOptimizer(ctx context.Context, tracer trace.Tracer, it int, from, to time.Time) {
-	_, opt := tracer.Start(ctx, "megatron.optimizer_step", trace.WithTimestamp(from))
-	if it == r.ErrorAtIteration {
-		opt.SetStatus(codes.Error, "optimizer step failed")
-	}
-	opt.End(trace.WithTimestamp(to))
-}
-
-func (r Rank) emitSpan(ctx context.Context, tracer trace.Tracer, name string, from, to time.Time) {
-	_, s := tracer.Start(ctx, name, trace.WithTimestamp(from))
-	s.End(trace.WithTimestamp(to))
-}
-
 func (r Rank) emitLog(ctx context.Context, logger otellog.Logger, sev otellog.Severity, at time.Time, msg string, it int) {
 	var rec otellog.Record
 	rec.SetTimestamp(at)
@@ -429,175 +300,6 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	return in, errors.Join(errs[:]...)
 }
 
-// exporters wraps the OTLP exporters so that only acknowledged items are counted.
-type exporters struct {
-	spans   *countingSpans
-	metrics *countingMetrics
-	logs    *countingLogs
-	mu      sync.Mutex
-	err     error
-}
-
-func (e *exporters) record(err error) {
-	if err == nil {
-		return
-	}
-	e.mu.Lock()
-	if e.err == nil {
-		e.err = err
-	}
-	e.mu.Unlock()
-}
-
-func (e *exporters) firstError() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.err
-}
-
-func (e *exporters) result() Result {
-	return Result{Spans: e.spans.n.Load(), DataPoints: e.metrics.n.Load(), LogRecords: e.logs.n.Load()}
-}
-
-func (r Rank) newExporters(ctx context.Context) (*exporters, error) {
-	e := &exporters{}
-	var (
-		se  sdktrace.SpanExporter
-		me  sdkmetric.Exporter
-		le  sdklog.Exporter
-		err error
-	)
-	switch r.Protocol {
-	case GRPC:
-		// Retries are off: a test must see a refusal, not a minute of backoff.
-		traceOpts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(r.Endpoint), otlptracegrpc.WithHeaders(r.Headers), otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
-		metricOpts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(r.Endpoint), otlpmetricgrpc.WithHeaders(r.Headers), otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: false})}
-		logOpts := []otlploggrpc.Option{otlploggrpc.WithEndpoint(r.Endpoint), otlploggrpc.WithHeaders(r.Headers), otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false})}
-		if r.TLS != nil {
-			creds := credentials.NewTLS(r.TLS)
-			traceOpts = append(traceOpts, otlptracegrpc.WithTLSCredentials(creds))
-			metricOpts = append(metricOpts, otlpmetricgrpc.WithTLSCredentials(creds))
-			logOpts = append(logOpts, otlploggrpc.WithTLSCredentials(creds))
-		} else {
-			traceOpts = append(traceOpts, otlptracegrpc.WithInsecure())
-			metricOpts = append(metricOpts, otlpmetricgrpc.WithInsecure())
-			logOpts = append(logOpts, otlploggrpc.WithInsecure())
-		}
-		if se, err = otlptracegrpc.New(ctx, traceOpts...); err != nil {
-			return nil, err
-		}
-		if me, err = otlpmetricgrpc.New(ctx, metricOpts...); err != nil {
-			return nil, err
-		}
-		if le, err = otlploggrpc.New(ctx, logOpts...); err != nil {
-			return nil, err
-		}
-	case HTTP:
-		traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(r.Endpoint), otlptracehttp.WithHeaders(r.Headers), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
-		metricOpts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(r.Endpoint), otlpmetrichttp.WithHeaders(r.Headers), otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: false})}
-		logOpts := []otlploghttp.Option{otlploghttp.WithEndpoint(r.Endpoint), otlploghttp.WithHeaders(r.Headers), otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false})}
-		if r.TLS != nil {
-			traceOpts = append(traceOpts, otlptracehttp.WithTLSClientConfig(r.TLS))
-			metricOpts = append(metricOpts, otlpmetrichttp.WithTLSClientConfig(r.TLS))
-			logOpts = append(logOpts, otlploghttp.WithTLSClientConfig(r.TLS))
-		} else {
-			traceOpts = append(traceOpts, otlptracehttp.WithInsecure())
-			metricOpts = append(metricOpts, otlpmetrichttp.WithInsecure())
-			logOpts = append(logOpts, otlploghttp.WithInsecure())
-		}
-		if se, err = otlptracehttp.New(ctx, traceOpts...); err != nil {
-			return nil, err
-		}
-		if me, err = otlpmetrichttp.New(ctx, metricOpts...); err != nil {
-			return nil, err
-		}
-		if le, err = otlploghttp.New(ctx, logOpts...); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("unknown protocol %q: use %q or %q", r.Protocol, GRPC, HTTP)
-	}
-	e.spans = &countingSpans{SpanExporter: se, owner: e}
-	e.metrics = &countingMetrics{Exporter: me, owner: e}
-	e.logs = &countingLogs{Exporter: le, owner: e}
-	return e, nil
-}
-
-type countingSpans struct {
-	sdktrace.SpanExporter
-	owner *exporters
-	n     atomic.Int64
-}
-
-func (c *countingSpans) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := c.SpanExporter.ExportSpans(ctx, spans)
-	if err == nil {
-		c.n.Add(int64(len(spans)))
-	}
-	c.owner.record(err)
-	return err
-}
-
-type countingMetrics struct {
-	sdkmetric.Exporter
-	owner *exporters
-	n     atomic.Int64
-}
-
-func (c *countingMetrics) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
-	err := c.Exporter.Export(ctx, rm)
-	if err == nil {
-		c.n.Add(int64(DataPoints(rm)))
-	}
-	c.owner.record(err)
-	return err
-}
-
-// DataPoints counts the data points in rm.
-func DataPoints(rm *metricdata.ResourceMetrics) int {
-	n := 0
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Gauge[float64]:
-				n += len(d.DataPoints)
-			case metricdata.Gauge[int64]:
-				n += len(d.DataPoints)
-			case metricdata.Sum[float64]:
-				n += len(d.DataPoints)
-			case metricdata.Sum[int64]:
-				n += len(d.DataPoints)
-			case metricdata.Histogram[float64]:
-				n += len(d.DataPoints)
-			case metricdata.Histogram[int64]:
-				n += len(d.DataPoints)
-			case metricdata.ExponentialHistogram[float64]:
-				n += len(d.DataPoints)
-			case metricdata.ExponentialHistogram[int64]:
-				n += len(d.DataPoints)
-			case metricdata.Summary:
-				n += len(d.DataPoints)
-			}
-		}
-	}
-	return n
-}
-
-type countingLogs struct {
-	sdklog.Exporter
-	owner *exporters
-	n     atomic.Int64
-}
-
-func (c *countingLogs) Export(ctx context.Context, records []sdklog.Record) error {
-	err := c.Exporter.Export(ctx, records)
-	if err == nil {
-		c.n.Add(int64(len(records)))
-	}
-	c.owner.record(err)
-	return err
-}
-
 // Job runs ranks concurrently and returns what the collector acknowledged
 // from each, in the order of ranks.
 func Job(ctx context.Context, ranks []Rank) ([]Result, error) {
@@ -623,28 +325,6 @@ func Job(ctx context.Context, ranks []Rank) ([]Result, error) {
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)
-}
-
-// withSchedules returns a copy of ranks in which the synchronous ranks of
-// each run share one schedule.
-func withSchedules(ranks []Rank) []Rank {
-	ranks = slices.Clone(ranks)
-	byRun := map[string][]Rank{}
-	for _, r := range ranks {
-		if !r.Unsynchronised {
-			byRun[r.RunID] = append(byRun[r.RunID], r)
-		}
-	}
-	scheds := make(map[string]*schedule, len(byRun))
-	for run, rs := range byRun {
-		scheds[run] = newSchedule(rs)
-	}
-	for i := range ranks {
-		if !ranks[i].Unsynchronised {
-			ranks[i].sched = scheds[ranks[i].RunID]
-		}
-	}
-	return ranks
 }
 
 // Sum adds results up.
