@@ -1,0 +1,299 @@
+package rankstrategyprocessor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// With max_buffered_spans far below a run's volume, the oldest steps are
+// decided early, counted, and the buffer never holds more than the bound;
+// the stragglers are still found, since a step is only decided early once
+// younger steps arrive; every span is counted kept or dropped.
+func TestStragglersMemoryBound(t *testing.T) {
+	const bound = 1000 // about 1.5 steps of 63 dropped ranks x 10 spans
+	h := newStragglerHarness(t, func(c *Config) { c.Stragglers.Get().MaxBufferedSpans = bound }, nil)
+	run := newTrainingRun(64)
+	b := h.p.stragglers
+	maxHeld := 0
+	check := func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		maxHeld = max(maxHeld, b.held+b.out.count)
+		require.LessOrEqual(t, b.held+b.out.count, bound)
+		require.LessOrEqual(t, b.observed, bound)
+		require.LessOrEqual(t, b.spanSteps.len(), 2*max(bound, 1024))
+	}
+	sent := 0
+	for it := int64(1); it <= 20; it++ {
+		slow := map[int64]float64{}
+		if it == 5 || it == 9 {
+			slow[17] = 2
+		}
+		timing := run.timing(slow)
+		for rank := range run.worldSize {
+			h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+			sent += len(endOrder)
+			check()
+		}
+		// No time passes: only the bound makes decisions.
+	}
+	assert.Greater(t, maxHeld, bound/2, "the bound was reached")
+	early := h.total(t, "stragglers_early_decisions")
+	assert.GreaterOrEqual(t, early, int64(18), "steps decided early")
+	assert.Equal(t, early, h.total(t, "stragglers_steps_decided"), "no tick came")
+	h.clock.Advance(11 * time.Second)
+
+	var want []string
+	for it := int64(1); it <= 20; it++ {
+		want = append(want, wholeStep(63, it, "")...)
+	}
+	want = append(want, wholeStep(17, 5, "straggler")...)
+	want = append(want, wholeStep(17, 9, "straggler")...)
+	sort.Strings(want)
+	assert.Equal(t, want, describe(outputSpans(t, h.sink.AllTraces())))
+	assert.Equal(t, int64(sent), h.items(t, true, reasonSelected)+h.items(t, true, reasonStraggler)+h.items(t, false, reasonNotSelected))
+	assert.Zero(t, h.total(t, "stragglers_spans_held"))
+}
+
+// When no step span ever comes (wrong step_span_names), spans waiting for a
+// step are dropped oldest first at the bound, and after decision_wait
+// otherwise, with one warning.
+func TestStragglersWithoutStepSpans(t *testing.T) {
+	const bound = 500
+	h := newStragglerHarness(t, func(c *Config) {
+		c.Stragglers.Get().MaxBufferedSpans = bound
+		c.Stragglers.Get().StepSpanNames = []string{"megatron.step"}
+	}, nil)
+	run := newTrainingRun(64)
+	b := h.p.stragglers
+	sent := 0
+	timing := run.timing(nil)
+	for it := int64(1); it <= 3; it++ {
+		for rank := range run.worldSize {
+			h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+			sent += len(endOrder)
+			b.mu.Lock()
+			held := b.held
+			b.mu.Unlock()
+			require.LessOrEqual(t, held, bound)
+		}
+		h.clock.Advance(time.Second)
+	}
+	h.clock.Advance(10 * time.Second)
+	assert.Equal(t, int64(sent-3*len(stepTree)), h.items(t, false, reasonNotSelected))
+	assert.Zero(t, h.total(t, "stragglers_steps_decided"))
+	assert.Zero(t, h.total(t, "stragglers_spans_held"))
+	warnings := h.logged.FilterMessageSnippet(`no span named "megatron.step"`).All()
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0].Message, "stragglers::step_span_names")
+}
+
+// Shutdown decides what is pending at once and passes the kept spans on
+// before it returns.
+func TestStragglersShutdownFlushes(t *testing.T) {
+	h := newStragglerHarness(t, nil, nil)
+	run := newTrainingRun(32)
+	for it := int64(1); it <= 3; it++ {
+		slow := map[int64]float64{}
+		if it == 2 {
+			slow[17] = 2
+		}
+		timing := run.timing(slow)
+		for rank := range run.worldSize {
+			h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+		}
+	}
+	// A span still waiting for its step is dropped at shutdown.
+	h.consume(t, run.batch(4, 4, run.timing(nil)(4), 3))
+	assert.Len(t, h.sink.AllTraces(), 3, "rank 31 passes through; no tick came, nothing decided yet")
+	h.shutdown(t)
+
+	var want []string
+	for it := int64(1); it <= 3; it++ {
+		want = append(want, wholeStep(31, it, "")...)
+	}
+	want = append(want, wholeStep(17, 2, "straggler")...)
+	sort.Strings(want)
+	assert.Equal(t, want, describe(outputSpans(t, h.sink.AllTraces())))
+	assert.Equal(t, int64(3), h.total(t, "stragglers_steps_decided"))
+	assert.Zero(t, h.total(t, "stragglers_early_decisions"))
+	assert.Zero(t, h.total(t, "stragglers_ranks_missing"), "a step cut off by shutdown counts no missing rank")
+	assert.Zero(t, h.total(t, "stragglers_spans_held"))
+	dropped := int64((3*31-1)*len(stepTree) + 1)
+	assert.Equal(t, dropped, h.items(t, false, reasonNotSelected))
+
+	// After shutdown nothing is held any more.
+	require.NoError(t, h.tp.ConsumeTraces(context.Background(), run.batch(4, 5, run.timing(nil)(4), endOrder...)))
+	assert.Zero(t, h.total(t, "stragglers_spans_held"))
+	assert.Equal(t, dropped+int64(len(stepTree)), h.items(t, false, reasonNotSelected))
+}
+
+// keep_errors passes a dropped rank's error span on at once; the buffer
+// still ties its children to the step through it, and does not pass it on a
+// second time when the step is kept.
+func TestStragglersWithKeepErrors(t *testing.T) {
+	h := newStragglerHarness(t, nil, nil)
+	run := newTrainingRun(8)
+	withError := func(td ptrace.Traces) ptrace.Traces {
+		spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		for i := 0; i < spans.Len(); i++ {
+			if spans.At(i).Name() == "megatron.forward_backward" {
+				spans.At(i).Status().SetCode(ptrace.StatusCodeError)
+			}
+		}
+		return td
+	}
+	timing := run.timing(map[int64]float64{2: 2})
+	for rank := range run.worldSize {
+		// The error span arrives with the children, before the step span.
+		h.consume(t, withError(run.batch(rank, 1, timing(rank), endOrder[:7]...)))
+		h.consume(t, run.batch(rank, 1, timing(rank), endOrder[7:]...))
+	}
+	synchronous := describe(outputSpans(t, h.sink.AllTraces()))
+	var want []string
+	for rank := range int64(7) {
+		want = append(want, outSpan{rank: rank, iteration: 1, n: 1}.String()+"error")
+	}
+	want = append(want, wholeStep(7, 1, "")...)
+	sort.Strings(want)
+	assert.Equal(t, want, synchronous)
+
+	h.clock.Advance(time.Second)
+	for _, s := range wholeStep(2, 1, "straggler") {
+		if s != (outSpan{rank: 2, iteration: 1, n: 1}).String()+"straggler" {
+			want = append(want, s)
+		}
+	}
+	sort.Strings(want)
+	assert.Equal(t, want, describe(outputSpans(t, h.sink.AllTraces())))
+	assert.Equal(t, int64(7), h.items(t, true, reasonError))
+	assert.Equal(t, int64(len(stepTree)-1), h.items(t, true, reasonStraggler))
+	assert.Equal(t, int64(6*(len(stepTree)-1)), h.items(t, false, reasonNotSelected))
+	assert.Zero(t, h.total(t, "stragglers_spans_held"))
+}
+
+// Errors of the next consumer on the ticker are logged and counted.
+func TestStragglersSendFailure(t *testing.T) {
+	h := newStragglerHarness(t, func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0" }, consumertest.NewErr(errors.New("backend down")))
+	run := newTrainingRun(8)
+	timing := run.timing(map[int64]float64{5: 3})
+	for rank := int64(1); rank < run.worldSize; rank++ {
+		h.consume(t, run.batch(rank, 1, timing(rank), endOrder...))
+	}
+	h.clock.Advance(11 * time.Second)
+	assert.Equal(t, int64(len(stepTree)), h.total(t, "stragglers_send_failed"))
+	assert.Equal(t, int64(1), h.total(t, "stragglers_ranks_missing"), "rank 0 never reported")
+	errs := h.logged.FilterMessageSnippet("refused kept straggler spans").All()
+	require.Len(t, errs, 1)
+	assert.Equal(t, "backend down", errs[0].ContextMap()["error"])
+}
+
+// ConsumeTraces is called from several goroutines while the ticker runs;
+// the outcome is the same as in order. Run with -race.
+func TestStragglersConcurrentBatches(t *testing.T) {
+	h := newStragglerHarness(t, nil, nil)
+	run := newTrainingRun(64)
+	const workers = 4
+	for it := int64(1); it <= 6; it++ {
+		slow := map[int64]float64{}
+		if it%3 == 0 {
+			slow[17] = 2
+		}
+		timing := run.timing(slow)
+		var wg sync.WaitGroup
+		for w := range int64(workers) {
+			wg.Go(func() {
+				for rank := w; rank < run.worldSize; rank += workers {
+					assert.NoError(t, h.tp.ConsumeTraces(context.Background(), run.batch(rank, it, timing(rank), endOrder[:6]...)))
+					assert.NoError(t, h.tp.ConsumeTraces(context.Background(), run.batch(rank, it, timing(rank), endOrder[6:]...)))
+				}
+			})
+		}
+		// The ticker runs while the batches arrive.
+		wg.Go(func() {
+			for range 5 {
+				h.clock.Advance(200 * time.Millisecond)
+			}
+		})
+		wg.Wait()
+	}
+	h.clock.Advance(11 * time.Second)
+	var want []string
+	for it := int64(1); it <= 6; it++ {
+		want = append(want, wholeStep(63, it, "")...)
+	}
+	want = append(want, wholeStep(17, 3, "straggler")...)
+	want = append(want, wholeStep(17, 6, "straggler")...)
+	sort.Strings(want)
+	assert.Equal(t, want, describe(outputSpans(t, h.sink.AllTraces())))
+	assert.Equal(t, int64(6), h.total(t, "stragglers_steps_decided"))
+	assert.Zero(t, h.total(t, "stragglers_spans_held"))
+}
+
+// Pending children reach their step through any number of generations and
+// in any order, also when a parent came before its child; wait spans count
+// whatever the order.
+func TestStragglersResolveAnyOrder(t *testing.T) {
+	run := newTrainingRun(4)
+	orders := map[string][]int{
+		"end order":           endOrder,
+		"start order":         {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+		"parents after steps": {1, 2, 4, 3, 5, 6, 7, 8, 9, 0},
+		"one by one reversed": {9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+	}
+	timing := run.timing(map[int64]float64{1: 2})
+	for name, order := range orders {
+		t.Run(name, func(t *testing.T) {
+			for _, perBatch := range []int{1, 3, 10} {
+				h := newStragglerHarness(t, nil, nil)
+				for rank := range run.worldSize {
+					for i := 0; i < len(order); i += perBatch {
+						h.consume(t, run.batch(rank, 1, timing(rank), order[i:min(i+perBatch, len(order))]...))
+					}
+				}
+				h.clock.Advance(time.Second)
+				want := append(wholeStep(3, 1, ""), wholeStep(1, 1, "straggler")...)
+				sort.Strings(want)
+				got := outputSpans(t, h.sink.AllTraces())
+				assert.Equal(t, want, describe(got), "%d spans per batch", perBatch)
+				checkScores(t, got, map[[2]int64][2]float64{{1, 1}: {score(timing(0).busy(), timing(1).busy()), 1}})
+				b := h.p.stragglers
+				b.mu.Lock()
+				assert.Zero(t, b.pendingSpans(), "nothing left pending")
+				b.mu.Unlock()
+			}
+		})
+	}
+}
+
+// Ranks that each carry their own run id are never compared: one warning.
+func TestStragglersWarnWhenRanksDoNotShareARun(t *testing.T) {
+	h := newStragglerHarness(t, nil, nil)
+	for rank := range int64(4) {
+		run := newTrainingRun(4)
+		run.run = fmt.Sprintf("run-s-%d", rank)
+		h.consume(t, run.batch(rank, 1, run.timing(map[int64]float64{rank: float64(rank + 1)})(rank), endOrder...))
+	}
+	h.clock.Advance(11 * time.Second)
+	assert.Zero(t, h.total(t, "stragglers_kept"))
+	assert.Equal(t, int64(3), h.total(t, "stragglers_steps_decided"))
+	warnings := h.logged.FilterMessageSnippet("decided having seen a single rank").All()
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0].Message, "NEMO_LENS_RUN_ID")
+}
+
+func TestTickInterval(t *testing.T) {
+	assert.Equal(t, time.Second, tickInterval(10*time.Second))
+	assert.Equal(t, 200*time.Millisecond, tickInterval(2*time.Second))
+	assert.Equal(t, 10*time.Millisecond, tickInterval(time.Millisecond))
+}
