@@ -25,12 +25,30 @@ func (b *stragglerBuffer) openStep(key stepKey, now time.Duration, prior *stepDe
 	return st
 }
 
-// rankIn is the rank's part of the open step, created when new.
+// openFor is the open step of key, nil when none. The spans of one chunk
+// mostly belong to one step, so the last one found is remembered.
+func (b *stragglerBuffer) openFor(key stepKey) *openStep {
+	if c := b.lastOpen; c != nil && c.key == key && !c.decided {
+		return c
+	}
+	st := b.open[key]
+	if st != nil {
+		b.lastOpen = st
+	}
+	return st
+}
+
+// rankIn is the rank's part of the open step, created when new; the last
+// one is remembered, as in openFor.
 func (b *stragglerBuffer) rankIn(st *openStep, id rankID) *rankStep {
+	if b.lastRankStep != nil && b.lastRankOf == st && b.lastRank == id.rank && !st.decided {
+		return b.lastRankStep
+	}
 	rs, added := st.rank(id.owner, id.rank)
 	if added {
 		b.observed++
 	}
+	b.lastRankOf, b.lastRank, b.lastRankStep = st, id.rank, rs
 	return rs
 }
 
@@ -68,6 +86,12 @@ func (b *stragglerBuffer) popOldest() *openStep {
 func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	delete(b.open, st.key)
 	st.decided = true
+	if b.lastOpen == st {
+		b.lastOpen = nil
+	}
+	if b.lastRankOf == st {
+		b.lastRankOf, b.lastRankStep = nil, nil
+	}
 	b.observed -= st.observed
 
 	scores := b.scores[:0]

@@ -147,7 +147,7 @@ func (b *stragglerBuffer) parentKey(id rankID, ref spanRef) spanKey {
 // decided keep their decision.
 func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, ref spanRef, iteration int64, now time.Duration, t *tally) {
 	key := stepKey{group: id.group, iteration: iteration}
-	st := b.open[key]
+	st := b.openFor(key)
 	if st == nil {
 		d := b.decided.get(key)
 		switch {
@@ -173,7 +173,7 @@ func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, ref spanRef, it
 // join holds a span in its open step, or makes it follow its step's decision.
 func (b *stragglerBuffer) join(id rankID, ref spanRef, iteration int64, t *tally) {
 	key := stepKey{group: id.group, iteration: iteration}
-	if st := b.open[key]; st != nil {
+	if st := b.openFor(key); st != nil {
 		b.holdIn(st, id, ref, t)
 		return
 	}

@@ -75,6 +75,12 @@ type stragglerBuffer struct {
 	// rank step of the last step decided, so that one allocation fits.
 	rankStepHint int
 
+	// The step and rank step last looked up (openFor, rankIn).
+	lastOpen     *openStep
+	lastRankOf   *openStep
+	lastRank     int64
+	lastRankStep *rankStep
+
 	// Scratch space, used under mu.
 	scores    []stepbusy.Score
 	childHead map[spanKey]int32
