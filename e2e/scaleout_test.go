@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
@@ -310,194 +309,6 @@ func TestScaleOutAgentDropsRanksBeforeTheNetwork(t *testing.T) {
 	if len(got.ByRank) != 2 {
 		t.Errorf("ranks in the output: %v, want 3 and 15 only", slices.Collect(maps.Keys(got.ByRank)))
 	}
-}
-
-// TestScaleOutGatewayKilledMidStream: 2 agents, 3 gateways, 4 runs of 16
-// ranks. A gateway that owns at least one run is killed with SIGKILL while
-// the job streams, started again on the same port and directory a few
-// seconds later, and then sent one more short job for its runs.
-//
-// With the static resolver the agents never take the dead gateway out of the
-// ring. What this asserts is what that guarantees: its runs are not moved
-// elsewhere (every run stays on the one gateway it was on before the
-// kill); the agents keep sending them to the dead address and retry (their
-// logs show it); the restarted gateway receives what they had queued
-// meanwhile and what is sent after the restart; the other runs are complete.
-// What the dead gateway held in memory (its batch and its files' unflushed
-// buffer) is lost: the test reports how much, and checks no span appears
-// that was not acknowledged.
-func TestScaleOutGatewayKilledMidStream(t *testing.T) {
-	gws := startGateways(t, 3, nil)
-	agents := startAgents(t, 2, gws, nil)
-	runs := []string{"run-alpha", "run-bravo", "run-charlie", "run-delta"}
-
-	// Which gateway owns each run, found by sending one rank of it alone.
-	owner := map[string]int{}
-	var ranks []lensemu.Rank
-	var results []lensemu.Result
-	for _, run := range runs {
-		before := make([]float64, len(gws))
-		for i, g := range gws {
-			before[i] = acceptedSpans(t, g.Collector)
-		}
-		probe := nodeJob(agents, run, 16, 1, attribute.String("test.wave", "probe"))[:1]
-		res := runJobByRank(t, probe)
-		ranks, results = append(ranks, probe...), append(results, res...)
-		waitFor(t, deliveryTimeout, run+"'s probe at a gateway", func() bool {
-			var grown float64
-			for i, g := range gws {
-				grown += acceptedSpans(t, g.Collector) - before[i]
-			}
-			return int64(grown) == res[0].Spans
-		})
-		for i, g := range gws {
-			if acceptedSpans(t, g.Collector) > before[i] {
-				owner[run] = i
-			}
-		}
-	}
-	victimIdx := owner[runs[0]]
-	victim := gws[victimIdx]
-	var victimRuns []string
-	for _, run := range runs {
-		if owner[run] == victimIdx {
-			victimRuns = append(victimRuns, run)
-		}
-	}
-	t.Logf("run -> gateway: %v; killing gateway %d (%s), owner of %v", owner, victimIdx, victim.endpoint(), victimRuns)
-
-	var main []lensemu.Rank
-	for _, run := range runs {
-		main = append(main, nodeJob(agents, run, 16, 150, attribute.String("test.wave", "main"))...)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
-	defer cancel()
-	done := make(chan struct{})
-	var (
-		mainResults []lensemu.Result
-		mainErr     error
-	)
-	go func() {
-		defer close(done)
-		mainResults, mainErr = lensemu.Job(ctx, main)
-	}()
-	start := acceptedSpans(t, victim.Collector)
-	lastSeen, err := victim.WaitForMetric(jobTimeout, func(v float64) bool { return v >= start+3000 }, "otelcol_receiver_accepted_spans")
-	if err != nil {
-		t.Fatalf("the job never reached the victim: %v", err)
-	}
-	select {
-	case <-done:
-		t.Fatal("the job ended before the kill: make it longer")
-	default:
-	}
-	agentsAccepted := func() float64 {
-		var sum float64
-		for _, a := range agents {
-			sum += acceptedSpans(t, a)
-		}
-		return sum
-	}
-	victim.Kill()
-	killedAt := time.Now()
-	atKill := agentsAccepted()
-
-	// The job goes on while the gateway is down: its runs' share piles up in
-	// the agents' queues for the dead address.
-	waitFor(t, deliveryTimeout, "an agent to retry the dead gateway", func() bool {
-		return retriesTo(agents, victim.endpoint()) > 0
-	})
-	waitFor(t, jobTimeout, "10,000 more spans at the agents while the gateway is down", func() bool {
-		return agentsAccepted() >= atKill+10000
-	})
-	duringOutage := agentsAccepted() - atKill
-	restarted := startGateway(t, victim.env, victim.grpcPort)
-	outage := time.Since(killedAt)
-	gws[victimIdx] = restarted
-
-	<-done
-	if mainErr != nil {
-		t.Fatalf("the job through the agents failed (the agents stayed up): %v", mainErr)
-	}
-	jobEnded := time.Since(killedAt)
-	ranks, results = append(ranks, main...), append(results, mainResults...)
-
-	var after []lensemu.Rank
-	for _, run := range victimRuns {
-		after = append(after, nodeJob(agents, run, 16, 2, attribute.String("test.wave", "after-restart"))...)
-	}
-	afterResults := runJobByRank(t, after)
-	ranks, results = append(ranks, after...), append(results, afterResults...)
-	retries := retriesTo(agents, victim.endpoint())
-
-	for _, a := range agents {
-		a.Stop() // delivers what is still queued
-	}
-	receivedAfterRestart := acceptedSpans(t, restarted.Collector)
-	for _, g := range gws {
-		g.Stop()
-	}
-
-	sent := sentByRun(ranks, results)
-	outputs := readGateways(t, gws)
-	for _, run := range runs {
-		at := holders(outputs, run)
-		if len(at) != 1 || at[0] != owner[run] {
-			t.Errorf("%s: found on gateways %v, want only gateway %d, where it was before the kill", run, at, owner[run])
-		}
-		if owner[run] != victimIdx {
-			if got := outputs[owner[run]].ByRun[run]; got != sent[run] {
-				t.Errorf("%s (on a gateway that stayed up): acknowledged %s, found %s", run, describe(sent[run]), describe(got))
-			}
-		}
-	}
-
-	afterSpans := lensemu.Sum(afterResults).Spans
-	if receivedAfterRestart <= float64(afterSpans) {
-		t.Errorf("the restarted gateway received %v spans, no more than the %d sent after the restart: what the agents queued during the outage never arrived",
-			receivedAfterRestart, afterSpans)
-	}
-	distinct, found, afterFound := map[string]bool{}, 0, int64(0)
-	for _, span := range outputs[victimIdx].SpanRecords {
-		found++
-		distinct[span.str("trace_id")+span.str("span_id")] = true
-		if span.resource()["test.wave"] == "after-restart" {
-			afterFound++
-		}
-	}
-	if afterFound != afterSpans {
-		t.Errorf("spans sent after the restart: acknowledged %d, found %d", afterSpans, afterFound)
-	}
-	var victimSent lensemu.Result
-	var victimFound lensemu.Result
-	for _, run := range victimRuns {
-		victimSent = victimSent.Add(sent[run])
-		victimFound = victimFound.Add(outputs[victimIdx].ByRun[run])
-	}
-	if int64(len(distinct)) > victimSent.Spans {
-		t.Errorf("the victim's runs hold %d distinct spans, more than the %d acknowledged", len(distinct), victimSent.Spans)
-	}
-	t.Logf("victim %s: killed after accepting at least %v spans (%v since the job started), down %s while the agents accepted %v spans (of every run), the job ended %s after the kill; agents logged %d retries to it",
-		victim.endpoint(), lastSeen, lastSeen-start, outage.Round(time.Millisecond), duringOutage, jobEnded.Round(time.Millisecond), retries)
-	t.Logf("victim's runs %v: acknowledged %s; found %s (%d distinct spans, %d duplicates); lost %d spans (%.2f%%), %d data points, %d log records; restarted gateway received %v spans (%d of them sent after the restart)",
-		victimRuns, describe(victimSent), describe(victimFound), len(distinct), found-len(distinct),
-		victimSent.Spans-int64(len(distinct)), 100*float64(victimSent.Spans-int64(len(distinct)))/float64(victimSent.Spans),
-		victimSent.DataPoints-victimFound.DataPoints, victimSent.LogRecords-victimFound.LogRecords, receivedAfterRestart, afterSpans)
-}
-
-// retriesTo counts the agents' log lines that retry an export to endpoint.
-func retriesTo(agents []*testcollector.Collector, endpoint string) int {
-	n := 0
-	for _, a := range agents {
-		sc := bufio.NewScanner(strings.NewReader(a.Logs()))
-		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-		for sc.Scan() {
-			if line := sc.Text(); strings.Contains(line, "Will retry") && strings.Contains(line, `"`+endpoint+`"`) {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // TestScaleOutDNSResolver: the agent with deploy/kubernetes/config/agent-dns.yaml
@@ -860,7 +671,7 @@ processors:
 service:
   pipelines:
     traces:
-      processors: [memory_limiter, rank_strategy, tail_sampling, batch]
+      processors: [memory_limiter, rank_strategy, tail_sampling]
 `
 
 // TestGatewayTailSamplingOverlayValidates: the documented tail_sampling
@@ -889,7 +700,7 @@ func TestGatewayTailSamplingOverlayValidates(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(out), &merged); err != nil {
 		t.Fatalf("print-config output: %v\n%s", err, out)
 	}
-	want := []string{"memory_limiter", "rank_strategy", "tail_sampling", "batch"}
+	want := []string{"memory_limiter", "rank_strategy", "tail_sampling"}
 	if got := merged.Service.Pipelines["traces"].Processors; !slices.Equal(got, want) {
 		t.Errorf("merged traces pipeline processors %v, want %v", got, want)
 	}

@@ -1,0 +1,336 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+)
+
+// redeliveryTimeout bounds how long the agents may take to deliver what
+// they queued for a gateway once it is back: gRPC's reconnect backoff (at
+// most 120s, plus jitter, after a long outage) plus one retry interval of
+// the agents' otlp exporter (at most 10s). The outages here last seconds,
+// so delivery takes seconds; the bound is the worst case, not the wait.
+const redeliveryTimeout = 3 * time.Minute
+
+// minOutage is how long the killed gateway stays down at least: long
+// enough for several failed reconnects (1s, 1.6s, 2.6s apart).
+const minOutage = 5 * time.Second
+
+// TestScaleOutGatewayKilledMidStream: 2 agents, 3 gateways, 4 runs of 16
+// ranks. A gateway that owns at least one run is killed with SIGKILL while
+// the job streams, started again on the same port and directory while the
+// job goes on, and then sent one more short job for its runs.
+//
+// The gateways acknowledge an agent only once its data is fsynced
+// (configs/gateway.yaml), and the agents retry what was not acknowledged,
+// so nothing the ranks saw acknowledged is lost: every run, the victim's
+// included, ends with exactly the spans, data points and log records its
+// ranks had acknowledged (counted as distinct lines), on the one gateway it
+// was on before the kill. What a gateway had written but not yet answered
+// when it died is sent again: at-least-once, so duplicates are counted and
+// reported, not failed on. Every wait is on a condition (metrics, logs,
+// files), bounded in time.
+func TestScaleOutGatewayKilledMidStream(t *testing.T) {
+	gws := startGateways(t, 3, nil)
+	agents := startAgents(t, 2, gws, nil)
+	runs := []string{"run-alpha", "run-bravo", "run-charlie", "run-delta"}
+	owner, ranks, results := findRunOwners(t, agents, gws, runs)
+
+	victimIdx := owner[runs[0]]
+	victim := gws[victimIdx]
+	var victimRuns []string
+	for _, run := range runs {
+		if owner[run] == victimIdx {
+			victimRuns = append(victimRuns, run)
+		}
+	}
+	t.Logf("run -> gateway: %v; killing gateway %d (%s), owner of %v", owner, victimIdx, victim.endpoint(), victimRuns)
+
+	var main []lensemu.Rank
+	for _, run := range runs {
+		main = append(main, nodeJob(agents, run, 16, 150, attribute.String("test.wave", "main"))...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+	defer cancel()
+	done := make(chan struct{})
+	var (
+		mainResults []lensemu.Result
+		mainErr     error
+	)
+	go func() {
+		defer close(done)
+		mainResults, mainErr = lensemu.Job(ctx, main)
+	}()
+	jobOver := func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+	start := acceptedSpans(t, victim.Collector)
+	lastSeen, err := victim.WaitForMetric(jobTimeout, func(v float64) bool { return v >= start+3000 }, "otelcol_receiver_accepted_spans")
+	if err != nil {
+		t.Fatalf("the job never reached the victim: %v", err)
+	}
+	if jobOver() {
+		t.Fatal("the job ended before the kill: make it longer")
+	}
+	agentsAccepted := func() float64 {
+		var sum float64
+		for _, a := range agents {
+			sum += acceptedSpans(t, a)
+		}
+		return sum
+	}
+	victim.Kill()
+	killedAt := time.Now()
+	atKill := agentsAccepted()
+
+	// The job goes on while the gateway is down: its runs' share piles up in
+	// the agents' queues for the dead address.
+	waitFor(t, deliveryTimeout, "an agent to retry the dead gateway", func() bool {
+		return retriesTo(agents, victim.endpoint()) > 0
+	})
+	waitFor(t, jobTimeout, "10,000 more spans at the agents while the gateway is down (or the job's end)", func() bool {
+		return agentsAccepted() >= atKill+10000 || jobOver()
+	})
+	// The outage lasts minOutage at least: a length of the scenario (nothing
+	// is timed), so that the agents' gRPC connections are in reconnect
+	// backoff when the gateway comes back, as after a real restart.
+	time.Sleep(time.Until(killedAt.Add(minOutage)))
+	duringOutage := agentsAccepted() - atKill
+	restarted := startGateway(t, victim.env, victim.grpcPort)
+	restartedAt := time.Now()
+	outage := restartedAt.Sub(killedAt)
+	gws[victimIdx] = restarted
+
+	<-done
+	if mainErr != nil {
+		t.Fatalf("the job through the agents failed (the agents stayed up): %v", mainErr)
+	}
+	ranks, results = append(ranks, main...), append(results, mainResults...)
+
+	var after []lensemu.Rank
+	for _, run := range victimRuns {
+		after = append(after, nodeJob(agents, run, 16, 2, attribute.String("test.wave", "after-restart"))...)
+	}
+	afterResults := runJobByRank(t, after)
+	ranks, results = append(ranks, after...), append(results, afterResults...)
+	sent := sentByRun(ranks, results)
+
+	// Delivery: every run's files reach what its ranks had acknowledged,
+	// the agents still running (and retrying) until they do.
+	for deadline := time.Now().Add(redeliveryTimeout); ; time.Sleep(500 * time.Millisecond) {
+		missing := missingItems(t, gws, owner, sent)
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after the restart, runs still short of what their ranks had acknowledged: %s\nthe agents' errors:\n%s",
+				redeliveryTimeout, strings.Join(missing, "; "), agentErrors(agents))
+		}
+	}
+	delivered := time.Since(restartedAt)
+	retries := retriesTo(agents, victim.endpoint())
+	stopTier(agents, gws)
+
+	outputs := readGateways(t, gws) // strict decoding and jq, after the stop
+	for _, run := range runs {
+		if at := holders(outputs, run); len(at) != 1 || at[0] != owner[run] {
+			t.Errorf("%s: found on gateways %v, want only gateway %d, where it was before the kill", run, at, owner[run])
+		}
+	}
+	var duplicates lensemu.Result
+	for i, g := range gws {
+		lines := countLines(t, g.dir())
+		for run, n := range lines.distinct {
+			if owner[run] != i {
+				continue
+			}
+			if n != sent[run] {
+				t.Errorf("%s: acknowledged to the ranks %s, found %s distinct", run, describe(sent[run]), describe(n))
+			}
+			duplicates = duplicates.Add(lensemu.Result{
+				Spans:      lines.total[run].Spans - n.Spans,
+				DataPoints: lines.total[run].DataPoints - n.DataPoints,
+				LogRecords: lines.total[run].LogRecords - n.LogRecords,
+			})
+		}
+	}
+	var afterFound int64
+	for _, span := range outputs[victimIdx].SpanRecords {
+		if span.resource()["test.wave"] == "after-restart" {
+			afterFound++
+		}
+	}
+	if afterSpans := lensemu.Sum(afterResults).Spans; afterFound < afterSpans {
+		t.Errorf("spans sent after the restart: acknowledged %d, found %d", afterSpans, afterFound)
+	}
+	var victimSent lensemu.Result
+	for _, run := range victimRuns {
+		victimSent = victimSent.Add(sent[run])
+	}
+	t.Logf("victim %s: killed after accepting at least %v spans of this job, down %s while the agents accepted %v spans (of every run); agents logged %d retries to it; everything delivered %s after the restart",
+		victim.endpoint(), lastSeen-start, outage.Round(time.Millisecond), duringOutage, retries, delivered.Round(time.Millisecond))
+	t.Logf("victim's runs %v: acknowledged %s, all found; duplicates (at-least-once) over all runs: %s",
+		victimRuns, describe(victimSent), describe(duplicates))
+}
+
+// missingItems lists the runs whose gateway files hold fewer distinct items
+// than their ranks had acknowledged, with both counts.
+func missingItems(t *testing.T, gws []*gateway, owner map[string]int, sent map[string]lensemu.Result) []string {
+	t.Helper()
+	found := map[string]lensemu.Result{}
+	for i, g := range gws {
+		for run, n := range countLines(t, g.dir()).distinct {
+			if owner[run] == i {
+				found[run] = n
+			}
+		}
+	}
+	var missing []string
+	for run, want := range sent {
+		got := found[run]
+		if got.Spans < want.Spans || got.DataPoints < want.DataPoints || got.LogRecords < want.LogRecords {
+			missing = append(missing, fmt.Sprintf("%s: acknowledged %s, found %s", run, describe(want), describe(got)))
+		}
+	}
+	slices.Sort(missing)
+	return missing
+}
+
+// agentErrors returns the agents' log lines at warn or error level.
+func agentErrors(agents []*testcollector.Collector) string {
+	var lines []string
+	for i, a := range agents {
+		for line := range strings.SplitSeq(a.Logs(), "\n") {
+			if strings.Contains(line, "\twarn\t") || strings.Contains(line, "\terror\t") {
+				lines = append(lines, fmt.Sprintf("agent %d: %.400s", i, line))
+			}
+		}
+	}
+	if len(lines) > 40 {
+		lines = append(lines[:20], append([]string{"..."}, lines[len(lines)-20:]...)...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// findRunOwners finds which gateway owns each run by sending one rank of it
+// alone and seeing which gateway's intake grows. It returns the probes'
+// ranks and results, to be counted with the rest.
+func findRunOwners(t *testing.T, agents []*testcollector.Collector, gws []*gateway, runs []string) (map[string]int, []lensemu.Rank, []lensemu.Result) {
+	t.Helper()
+	owner := map[string]int{}
+	var ranks []lensemu.Rank
+	var results []lensemu.Result
+	for _, run := range runs {
+		before := make([]float64, len(gws))
+		for i, g := range gws {
+			before[i] = acceptedSpans(t, g.Collector)
+		}
+		probe := nodeJob(agents, run, 16, 1, attribute.String("test.wave", "probe"))[:1]
+		res := runJobByRank(t, probe)
+		ranks, results = append(ranks, probe...), append(results, res...)
+		waitFor(t, deliveryTimeout, run+"'s probe at a gateway", func() bool {
+			var grown float64
+			for i, g := range gws {
+				grown += acceptedSpans(t, g.Collector) - before[i]
+			}
+			return int64(grown) == res[0].Spans
+		})
+		for i, g := range gws {
+			if acceptedSpans(t, g.Collector) > before[i] {
+				owner[run] = i
+			}
+		}
+	}
+	return owner, ranks, results
+}
+
+// lineCounts is what a gateway's files hold per run: every complete line,
+// and the distinct ones (a line sent twice, at-least-once, is the same
+// bytes).
+type lineCounts struct {
+	total, distinct map[string]lensemu.Result
+}
+
+// countLines reads every JSONL file under dir, whose path is
+// <run>/<signal>.jsonl, while a gateway may still be writing: an
+// unterminated last line is not counted yet.
+func countLines(t *testing.T, dir string) lineCounts {
+	t.Helper()
+	seed := maphash.MakeSeed()
+	out := lineCounts{total: map[string]lensemu.Result{}, distinct: map[string]lensemu.Result{}}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".jsonl" {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		run, file, _ := strings.Cut(rel, string(filepath.Separator))
+		var one lensemu.Result
+		switch file {
+		case "traces.jsonl":
+			one.Spans = 1
+		case "metrics.jsonl":
+			one.DataPoints = 1
+		case "logs.jsonl":
+			one.LogRecords = 1
+		default:
+			t.Fatalf("unexpected output file %s", rel)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		seen := map[uint64]bool{}
+		r := bufio.NewReaderSize(f, 1<<20)
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil { // the end, or a line still being written
+				break
+			}
+			out.total[run] = out.total[run].Add(one)
+			if h := maphash.Bytes(seed, line); !seen[h] {
+				seen[h] = true
+				out.distinct[run] = out.distinct[run].Add(one)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return out
+}
+
+// retriesTo counts the agents' log lines that retry an export to endpoint.
+func retriesTo(agents []*testcollector.Collector, endpoint string) int {
+	n := 0
+	for _, a := range agents {
+		sc := bufio.NewScanner(strings.NewReader(a.Logs()))
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			if line := sc.Text(); strings.Contains(line, "Will retry") && strings.Contains(line, `"`+endpoint+`"`) {
+				n++
+			}
+		}
+	}
+	return n
+}
