@@ -16,8 +16,22 @@ import (
 // for it in grad_sync, so every rank's step spans last the same. The output
 // holds everything of rank 31 (the export rank) plus exactly rank 9's step
 // subtrees of those two iterations, each span marked with the reason and
-// the rank's scores, and nothing else.
+// the rank's scores, and nothing else. Both Megatron-LM span taxonomies and
+// both trace shapes (a step under the run-long job span, a step as its own
+// trace root) give the same result.
 func TestStragglerStepsAreKept(t *testing.T) {
+	for _, tc := range []struct {
+		name, stepName string
+		roots          bool
+	}{
+		{"train_step under the job span", "megatron.train_step", false},
+		{"train.iteration as trace roots", "megatron.train.iteration", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkStragglerStepsKept(t, tc.stepName, tc.roots) })
+	}
+}
+
+func checkStragglerStepsKept(t *testing.T, stepName string, roots bool) {
 	const straggler, worldSize, steps = 9, 32, 5
 	slow := map[int]bool{2: true, 4: true}
 	env := testEnv(t)
@@ -26,6 +40,9 @@ func TestStragglerStepsAreKept(t *testing.T) {
 	env["NEMO_STRAGGLER_WAIT"] = "2s"
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
 	ranks := mixedJob(c, "run-straggler", worldSize, steps)
+	for i := range ranks {
+		ranks[i].StepSpanName, ranks[i].StepsAreRoots = stepName, roots
+	}
 	ranks[straggler].ComputeDuration = func(it int) time.Duration {
 		if slow[it] {
 			return 2 * lensemu.DefaultComputeDuration
@@ -54,7 +71,7 @@ func TestStragglerStepsAreKept(t *testing.T) {
 	busy := lensemu.DefaultComputeDuration + lensemu.OptimizerTime
 	slowBusy := 2*lensemu.DefaultComputeDuration + lensemu.OptimizerTime
 	wantScore := fmt.Sprintf("%.3f", float64(busy)/float64(slowBusy))
-	for iteration, n := range keptSubtrees(t, got.SpanRecords, straggler, wantScore) {
+	for iteration, n := range keptSubtrees(t, got.SpanRecords, straggler, stepName, wantScore) {
 		if !slow[iteration] || n != lensemu.SpansPerStep(2) {
 			t.Errorf("rank %d: kept %d spans of the subtree of iteration %d, want %d of iterations 2 and 4 only", straggler, n, iteration, lensemu.SpansPerStep(2))
 		}
@@ -67,9 +84,9 @@ func TestStragglerStepsAreKept(t *testing.T) {
 
 // keptSubtrees checks that every span of rank in records is marked as a
 // straggler with both scores equal to score, and counts the spans of each
-// kept step subtree (the step span and its descendants) by iteration. A
-// span under no kept step span is an error.
-func keptSubtrees(t *testing.T, records []record, rank int64, score string) map[int]int {
+// kept step subtree (the step span, named stepName, and its descendants) by
+// iteration. A span under no kept step span is an error.
+func keptSubtrees(t *testing.T, records []record, rank int64, stepName, score string) map[int]int {
 	t.Helper()
 	parent := map[string]string{}
 	iteration := map[string]int{}
@@ -89,7 +106,7 @@ func keptSubtrees(t *testing.T, records []record, rank int64, score string) map[
 			}
 		}
 		parent[span.str("span_id")] = span.str("parent_id")
-		if span.str("name") == "megatron.train_step" {
+		if span.str("name") == stepName {
 			it, _ := attrs["megatron.iteration"].(json.Number).Int64()
 			iteration[span.str("span_id")] = int(it)
 		}

@@ -62,7 +62,7 @@ type Rank struct {
 	ServiceName string
 	// Resource holds extra resource attributes (slurm.*, k8s.*, wandb.*, rl.worker_group, ...).
 	Resource []attribute.KeyValue
-	// Steps is the number of training iterations (megatron.train_step spans). Default 3.
+	// Steps is the number of training iterations (step spans). Default 3.
 	Steps int
 	// MicroBatches per step (default 2); each has a forward (with one layer span) and a backward.
 	MicroBatches int
@@ -83,6 +83,12 @@ type Rank struct {
 	// ErrorAtIteration marks that iteration's optimizer step span as ERROR and
 	// emits an ERROR log record; 0 means never.
 	ErrorAtIteration int
+	// StepSpanName names the step span: megatron.train_step (default), or
+	// megatron.train.iteration as in Megatron-LM's newer span names.
+	StepSpanName string
+	// StepsAreRoots makes every step span the root of its own trace instead
+	// of a child of megatron.train.
+	StepsAreRoots bool
 	// NoMetrics and NoLogs turn those signals off.
 	NoMetrics, NoLogs bool
 	// Headers are sent with every export request (e.g. an auth token).
@@ -125,6 +131,9 @@ func (r *Rank) defaults() {
 	}
 	if r.MicroBatches == 0 {
 		r.MicroBatches = 2
+	}
+	if r.StepSpanName == "" {
+		r.StepSpanName = "megatron.train_step"
 	}
 	if r.ComputeDuration == nil {
 		r.ComputeDuration = func(int) time.Duration { return DefaultComputeDuration }

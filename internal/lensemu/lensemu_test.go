@@ -18,6 +18,8 @@ type stepSpan struct {
 	rank, iteration int64
 	name            string
 	start, end      time.Time
+	trace           [16]byte
+	root            bool
 }
 
 // sendJob runs ranks against a fake backend, checks that every rank sent
@@ -54,8 +56,9 @@ func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
 			rv, _ := rs.Resource().Attributes().Get("nv.dl.rank")
 			rank := rv.Int()
 			forEachSpan(rs, func(s ptrace.Span) {
-				ss := stepSpan{rank: rank, name: s.Name(), start: s.StartTimestamp().AsTime(), end: s.EndTimestamp().AsTime()}
-				if s.Name() == "megatron.train_step" {
+				ss := stepSpan{rank: rank, name: s.Name(), start: s.StartTimestamp().AsTime(), end: s.EndTimestamp().AsTime(),
+					trace: s.TraceID(), root: s.ParentSpanID().IsEmpty()}
+				if _, isStep := s.Attributes().Get("megatron.num_microbatches"); isStep {
 					it, _ := s.Attributes().Get("megatron.iteration")
 					ss.iteration = it.Int()
 					iterOf[[2]any{rank, [8]byte(s.SpanID())}] = it.Int()
@@ -181,4 +184,22 @@ func TestTimingFieldsMustAgree(t *testing.T) {
 	_, err = Rank{Unsynchronised: true, ComputeDuration: func(int) time.Duration { return time.Second }}.Run(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "an Unsynchronised rank's step lasts StepDuration")
+}
+
+// The newer taxonomy's step span name, and steps as their own trace roots.
+func TestStepSpanNameAndRoots(t *testing.T) {
+	ranks := job(2, func(r *Rank) {
+		r.StepSpanName = "megatron.train.iteration"
+		r.StepsAreRoots = true
+	})
+	steps := sendJob(t, ranks)
+	traces := map[[16]byte]bool{}
+	for it := int64(1); it <= 3; it++ {
+		s, ok := steps[[2]int64{0, it}]["megatron.train.iteration"]
+		require.True(t, ok, "iteration %d", it)
+		assert.True(t, s.root, "a trace root")
+		traces[s.trace] = true
+		assert.Equal(t, s.trace, steps[[2]int64{0, it}]["megatron.forward_backward"].trace, "children share the step's trace")
+	}
+	assert.Len(t, traces, 3, "one trace per step")
 }

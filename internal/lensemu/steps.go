@@ -67,7 +67,7 @@ func (r Rank) timeline() (time.Time, func(int) time.Duration) {
 	return time.Now().Add(-(total + 2*setupTime)), r.StepDuration
 }
 
-// emitStep emits one megatron.train_step subtree of a synchronous step:
+// emitStep emits one step subtree of a synchronous step:
 // the rank computes for compute (megatron.forward_backward), starts the
 // gradient all-reduce, waits in megatron.grad_sync.finish until the slowest
 // rank has computed too and the all-reduce is done, then runs the optimizer.
@@ -96,13 +96,17 @@ func (r Rank) emitUnsynchronisedStep(ctx context.Context, tracer trace.Tracer, i
 }
 
 func (r Rank) startStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "megatron.train_step", trace.WithTimestamp(start), trace.WithAttributes(
+	opts := []trace.SpanStartOption{trace.WithTimestamp(start)}
+	if r.StepsAreRoots {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	return tracer.Start(ctx, r.StepSpanName, append(opts, trace.WithAttributes(
 		attribute.Int("megatron.iteration", it),
 		attribute.Int("megatron.num_microbatches", r.MicroBatches),
 		attribute.Float64("megatron.loss", 10.0/float64(it+1)),
 		attribute.Float64("megatron.grad_norm", 1.25),
 		attribute.Bool("megatron.update_successful", it != r.ErrorAtIteration),
-	))
+	))...)
 }
 
 // emitForwardBackward emits megatron.forward_backward lasting compute, with

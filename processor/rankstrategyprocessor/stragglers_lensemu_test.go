@@ -2,6 +2,7 @@ package rankstrategyprocessor
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,19 @@ import (
 // The emulator's synchronous job, as the SDK exported it, through the
 // processor: 16 ranks, rank 5 computes three times as long on iteration 3.
 // Exactly rank 5's subtree of iteration 3 is kept beside rank 15, with the
-// scores busy time gives: (70ms + 15ms optimizer) / (210ms + 15ms).
+// scores busy time gives: (70ms + 15ms optimizer) / (210ms + 15ms). Both
+// step span names, steps under the job span and as trace roots.
 func TestStragglersOnEmulatedSynchronousJob(t *testing.T) {
+	for _, stepName := range []string{"megatron.train_step", "megatron.train.iteration"} {
+		for _, roots := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/roots=%v", stepName, roots), func(t *testing.T) {
+				checkEmulatedJob(t, func(r *lensemu.Rank) { r.StepSpanName, r.StepsAreRoots = stepName, roots })
+			})
+		}
+	}
+}
+
+func checkEmulatedJob(t *testing.T, edit func(*lensemu.Rank)) {
 	const worldSize, slowRank, slowIteration = 16, 5, 3
 	sink, err := otlpsink.Start(nil)
 	require.NoError(t, err)
@@ -30,6 +42,7 @@ func TestStragglersOnEmulatedSynchronousJob(t *testing.T) {
 			RunID: "run-emulated", Rank: i, WorldSize: worldSize, LocalRank: i % 8, Steps: 4,
 			NoMetrics: true, NoLogs: true,
 		}
+		edit(&ranks[i])
 	}
 	ranks[slowRank].ComputeDuration = func(it int) time.Duration {
 		if it == slowIteration {
