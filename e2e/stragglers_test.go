@@ -107,7 +107,8 @@ func keptSubtrees(t *testing.T, records []record, rank int64, stepName, score st
 		}
 		parent[span.str("span_id")] = span.str("parent_id")
 		if span.str("name") == stepName {
-			it, _ := attrs["megatron.iteration"].(json.Number).Int64()
+			n, _ := attrs["megatron.iteration"].(json.Number)
+			it, _ := n.Int64()
 			iteration[span.str("span_id")] = int(it)
 		}
 	}
