@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
@@ -18,8 +20,10 @@ const (
 // place ties a newly arrived span to its step when it can: a step span is
 // its own step, whether it is a trace root or a child of a job span; another
 // span is in its parent's step when the parent was seen. A root span that is
-// not a step span belongs to no step.
-func (b *stragglerBuffer) place(id rankID, worldSize int64, ref spanRef, now time.Duration, t *tally) placement {
+// not a step span belongs to no step. With deferLookup the parent is not
+// looked up: the span waits, and resolvePending ties it after the chunk is
+// placed.
+func (b *stragglerBuffer) place(id rankID, worldSize int64, ref spanRef, deferLookup bool, now time.Duration, t *tally) placement {
 	s := ref.span
 	key := spanKey{owner: id.owner, trace: foldTraceID(s.TraceID()), span: s.SpanID()}
 	if b.isStepName(s.Name()) {
@@ -35,12 +39,33 @@ func (b *stragglerBuffer) place(id rankID, worldSize int64, ref spanRef, now tim
 		b.drop(ref, t)
 		return placedDropped
 	}
+	if deferLookup {
+		return placedPending
+	}
 	if iteration, ok := b.spanSteps.get(spanKey{owner: id.owner, trace: key.trace, span: parent}); ok {
 		b.spanSteps.put(key, iteration, now)
 		b.join(id, ref, iteration, t)
 		return placedInStep
 	}
 	return placedPending
+}
+
+// hasStepSpan reports whether the resource holds a step span. Spans end,
+// and so are exported, children first: the step span comes with or after
+// the rest of its subtree, which then finds its step through it.
+func (b *stragglerBuffer) hasStepSpan(rs ptrace.ResourceSpans) bool {
+	sss := rs.ScopeSpans()
+	for i := 0; i < sss.Len(); i++ {
+		spans := sss.At(i).Spans()
+		for j := spans.Len() - 1; j >= 0; j-- {
+			if s := spans.At(j); b.isStepName(s.Name()) {
+				if _, ok := b.iteration(s); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // tryResolve ties a pending span to its parent's step if the parent is known.

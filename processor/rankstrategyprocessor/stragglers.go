@@ -345,6 +345,10 @@ func (b *stragglerBuffer) placeChunk(id rankID, worldSize int64, chunk *heldChun
 	if st != nil {
 		st.lastSeen = now
 	}
+	// A chunk that holds a step span resolves the rank's pending spans once
+	// placed, so its other spans need not look their parents up first:
+	// that saves a map lookup, usually a miss, per span.
+	deferLookup := b.hasStepSpan(chunk.rs)
 	resolved := false
 	sss := chunk.rs.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
@@ -356,7 +360,7 @@ func (b *stragglerBuffer) placeChunk(id rankID, worldSize int64, chunk *heldChun
 				_, ref.ghost = spanKeepReason(s)
 			}
 			chunk.waiting++
-			switch b.place(id, worldSize, ref, now, t) {
+			switch b.place(id, worldSize, ref, deferLookup, now, t) {
 			case placedInStep:
 				resolved = true
 			case placedPending:
