@@ -24,8 +24,6 @@ const (
 
 // Config is the configuration of the jsonl_file exporter.
 type Config struct {
-	// TimeoutConfig bounds one attempt to write a batch (`timeout`).
-	TimeoutConfig exporterhelper.TimeoutConfig `mapstructure:",squash"`
 	// QueueConfig is the stock exporterhelper sending queue (`sending_queue`).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is the stock exporterhelper retry policy (`retry_on_failure`):
@@ -77,6 +75,11 @@ type Config struct {
 
 	// Rotation rotates files by size and prunes rotated files by age and count.
 	Rotation RotationConfig `mapstructure:"rotation"`
+	// MaxDistinctPaths bounds how many distinct files (rendered paths) may be
+	// written to within an hour. Records for a new path beyond it go to the
+	// signal's overflow file, _overflow/<signal>.jsonl, so that senders
+	// cannot create directories without bound. 0 disables the bound.
+	MaxDistinctPaths int `mapstructure:"max_distinct_paths"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -107,7 +110,15 @@ var (
 
 // Unmarshal accepts file_permissions quoted ("0640") and unquoted (0640,
 // which YAML reads as the octal number 416: the intended mode).
+//
+// It refuses `timeout`: a write to a file cannot be interrupted once it has
+// started, so no setting can bound it (the key was accepted and ignored by
+// earlier versions).
 func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	if conf.IsSet("timeout") {
+		return errors.New("timeout is not a jsonl_file setting: a file write cannot be interrupted once it has started; " +
+			"remove it (sending_queue::block_on_overflow and the senders' own timeouts bound how long a request waits)")
+	}
 	var mode int64
 	isNumber := true
 	switch v := conf.Get("file_permissions").(type) {
@@ -161,6 +172,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.FlushInterval < 0 {
 		errs = append(errs, fmt.Errorf("flush_interval must not be negative, got %s", cfg.FlushInterval))
+	}
+	if cfg.MaxDistinctPaths < 0 {
+		errs = append(errs, fmt.Errorf("max_distinct_paths must not be negative (0 disables the bound), got %d", cfg.MaxDistinctPaths))
 	}
 	if cfg.Rotation.MaxMegabytes < 0 {
 		errs = append(errs, fmt.Errorf("rotation::max_megabytes must not be negative, got %d", cfg.Rotation.MaxMegabytes))

@@ -61,7 +61,7 @@ func TestLoadConfig(t *testing.T) {
 				cfg.FlushInterval = 5 * time.Second
 				cfg.Fsync = true
 				cfg.Rotation = RotationConfig{MaxMegabytes: 256, MaxDays: 7, MaxBackups: 10, LocalTime: true}
-				cfg.TimeoutConfig.Timeout = 10 * time.Second
+				cfg.MaxDistinctPaths = 500
 				cfg.QueueConfig = configoptional.Some(fullQueue)
 				cfg.RetryConfig = fullRetry
 				return cfg
@@ -85,6 +85,8 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewIDWithName(metadata.Type, "negative_flush"), errMsg: "flush_interval must not be negative, got -1s"},
 		{id: component.NewIDWithName(metadata.Type, "negative_rotation"), errMsg: "rotation::max_megabytes must not be negative, got -1"},
 		{id: component.NewIDWithName(metadata.Type, "backups_without_size"), errMsg: "rotation::max_days and rotation::max_backups need rotation::max_megabytes > 0"},
+		{id: component.NewIDWithName(metadata.Type, "timeout"), errMsg: "timeout is not a jsonl_file setting: a file write cannot be interrupted once it has started; remove it"},
+		{id: component.NewIDWithName(metadata.Type, "negative_paths"), errMsg: "max_distinct_paths must not be negative (0 disables the bound), got -1"},
 	}
 
 	for _, tt := range tests {
@@ -92,9 +94,10 @@ func TestLoadConfig(t *testing.T) {
 			cfg := createDefaultConfig()
 			sub, err := cm.Sub(tt.id.String())
 			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-
-			err = confmap.Validate(cfg)
+			err = sub.Unmarshal(cfg)
+			if err == nil {
+				err = confmap.Validate(cfg)
+			}
 			if tt.errMsg != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.errMsg)
@@ -115,6 +118,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, "0640", cfg.FilePermissions)
 	assert.Equal(t, time.Second, cfg.FlushInterval)
 	assert.Equal(t, 100, cfg.MaxOpenFiles)
+	assert.Equal(t, 9000, cfg.MaxDistinctPaths)
 	assert.True(t, cfg.QueueConfig.HasValue())
 	assert.True(t, cfg.RetryConfig.Enabled)
 	// The default configuration only lacks the directory.

@@ -136,10 +136,13 @@ func (b *batch) groupFor(t *pathTemplate, attrs pcommon.Map, fallback string, re
 // internal metrics (which the collector labels with the signal).
 type signalExporter struct {
 	*jsonlExporter
-	tmpl   *pathTemplate
-	tel    *telemetry
-	tb     *metadata.TelemetryBuilder
-	logger *zap.Logger
+	tmpl *pathTemplate
+	// overflow is the file, relative to the directory, that takes this
+	// signal's records beyond max_distinct_paths.
+	overflow string
+	tel      *telemetry
+	tb       *metadata.TelemetryBuilder
+	logger   *zap.Logger
 }
 
 func (s *signalExporter) shutdown(ctx context.Context) error {
@@ -250,7 +253,7 @@ func (s *signalExporter) writeGroups(b *batch, resources int) ([]int, error) {
 		if g.records == 0 {
 			continue
 		}
-		err := s.writer.write(g.rel, g.buf, g.records, s.tel)
+		err := s.writer.write(g.rel, s.overflow, g.buf, g.records, s.tel)
 		if err == nil {
 			continue
 		}

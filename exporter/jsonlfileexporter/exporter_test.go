@@ -399,7 +399,7 @@ func TestFileWriterBoundsOpenFiles(t *testing.T) {
 	require.NoError(t, err)
 	tel := newTestTelemetry(t)
 	for i := range 50 {
-		require.NoError(t, w.write(fmt.Sprintf("f%d.jsonl", i%7), []byte("{}\n"), 1, tel))
+		require.NoError(t, w.write(fmt.Sprintf("f%d.jsonl", i%7), "overflow.jsonl", []byte("{}\n"), 1, tel))
 		assert.LessOrEqual(t, len(w.files), 3)
 		assert.Equal(t, len(w.files), w.lru.Len())
 		open := 0
@@ -679,7 +679,7 @@ func TestRetryableFailureRetriesOnlyFailedResources(t *testing.T) {
 	// run-a's file holds buffered records and, from now on, refuses writes
 	// (a read-only handle: EBADF, an error worth retrying). With one open
 	// file allowed, run-b cannot get a file until run-a's records are out.
-	require.NoError(t, shared.writer.write("run-a.jsonl", []byte("{\"early\":1}\n"), 1, se.tel))
+	require.NoError(t, shared.writer.write("run-a.jsonl", se.overflow, []byte("{\"early\":1}\n"), 1, se.tel))
 	of := shared.writer.files["run-a.jsonl"]
 	require.NoError(t, of.f.Close())
 	of.f, err = os.Open(filepath.Join(dir, "run-a.jsonl"))
@@ -756,7 +756,7 @@ func TestWriteAfterShutdownIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	w.start()
 	require.NoError(t, w.shutdown())
-	err = w.write("traces.jsonl", []byte("{}\n"), 1, newTestTelemetry(t))
+	err = w.write("traces.jsonl", "overflow.jsonl", []byte("{}\n"), 1, newTestTelemetry(t))
 	require.Error(t, err)
 	assert.True(t, consumererror.IsPermanent(err))
 }

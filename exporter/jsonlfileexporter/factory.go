@@ -24,6 +24,11 @@ const (
 	defaultMaxOpenFiles          = 100
 	defaultFilePermissions       = "0640"
 	defaultFlushInterval         = time.Second
+	// defaultMaxDistinctPaths: the three files of 3,000 runs written to
+	// within an hour, more than a busy cluster runs at once.
+	defaultMaxDistinctPaths = 9000
+	// overflowDir holds the overflow files, <directory>/_overflow/<signal>.jsonl.
+	overflowDir = "_overflow"
 )
 
 // NewFactory returns the factory of the jsonl_file exporter.
@@ -40,7 +45,6 @@ func NewFactory() exporter.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		TimeoutConfig:         exporterhelper.NewDefaultTimeoutConfig(),
 		QueueConfig:           configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
 		RetryConfig:           configretry.NewDefaultBackOffConfig(),
 		TracesPath:            defaultTracesPath,
@@ -52,6 +56,7 @@ func createDefaultConfig() component.Config {
 		FilePermissions:       defaultFilePermissions,
 		Compression:           compressionNone,
 		FlushInterval:         defaultFlushInterval,
+		MaxDistinctPaths:      defaultMaxDistinctPaths,
 	}
 }
 
@@ -89,7 +94,7 @@ func (s *sharedExporters) acquire(cfg *Config, set exporter.Settings) (*jsonlExp
 
 // newSignalExporter builds the part of the exporter that belongs to one
 // signal, and the exporterhelper options every signal shares.
-func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, path string) (*signalExporter, []exporterhelper.Option, error) {
+func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, path, signal string) (*signalExporter, []exporterhelper.Option, error) {
 	tmpl, err := parsePathTemplate(path)
 	if err != nil {
 		return nil, nil, err
@@ -103,12 +108,14 @@ func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, 
 		tb.Shutdown()
 		return nil, nil, err
 	}
-	se := &signalExporter{jsonlExporter: shared, tmpl: tmpl, tel: newTelemetry(tb), tb: tb, logger: set.Logger}
+	se := &signalExporter{jsonlExporter: shared, tmpl: tmpl, overflow: overflowDir + "/" + signal + ".jsonl", tel: newTelemetry(tb), tb: tb, logger: set.Logger}
 	opts := []exporterhelper.Option{
 		exporterhelper.WithStart(shared.start),
 		exporterhelper.WithShutdown(se.shutdown),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-		exporterhelper.WithTimeout(cfg.TimeoutConfig),
+		// No timeout: a file write cannot be interrupted, so cancelling its
+		// context would bound nothing (exporterhelper's default is 5s).
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}),
 		exporterhelper.WithRetry(cfg.RetryConfig),
 		exporterhelper.WithQueue(cfg.QueueConfig),
 	}
@@ -117,7 +124,7 @@ func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, 
 
 func (s *sharedExporters) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
 	c := cfg.(*Config)
-	se, opts, err := s.newSignalExporter(set, c, c.TracesPath)
+	se, opts, err := s.newSignalExporter(set, c, c.TracesPath, "traces")
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +138,7 @@ func (s *sharedExporters) createTraces(ctx context.Context, set exporter.Setting
 
 func (s *sharedExporters) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
 	c := cfg.(*Config)
-	se, opts, err := s.newSignalExporter(set, c, c.MetricsPath)
+	se, opts, err := s.newSignalExporter(set, c, c.MetricsPath, "metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +152,7 @@ func (s *sharedExporters) createMetrics(ctx context.Context, set exporter.Settin
 
 func (s *sharedExporters) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
 	c := cfg.(*Config)
-	se, opts, err := s.newSignalExporter(set, c, c.LogsPath)
+	se, opts, err := s.newSignalExporter(set, c, c.LogsPath, "logs")
 	if err != nil {
 		return nil, err
 	}

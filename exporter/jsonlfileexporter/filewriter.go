@@ -51,6 +51,7 @@ type fileWriterSettings struct {
 	maxDays       int
 	maxBackups    int
 	localTime     bool
+	maxPaths      int
 }
 
 func newFileWriterSettings(cfg *Config) (fileWriterSettings, error) {
@@ -79,6 +80,7 @@ func newFileWriterSettings(cfg *Config) (fileWriterSettings, error) {
 		maxDays:       cfg.Rotation.MaxDays,
 		maxBackups:    cfg.Rotation.MaxBackups,
 		localTime:     cfg.Rotation.LocalTime,
+		maxPaths:      cfg.MaxDistinctPaths,
 	}, nil
 }
 
@@ -108,6 +110,9 @@ type fileWriter struct {
 	comp       compressor
 	compressed bytes.Buffer
 	closed     bool
+	paths      recentPaths
+	// lastOverflowLog rate-limits the warning about max_distinct_paths.
+	lastOverflowLog time.Time
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -124,8 +129,27 @@ type outFile struct {
 	size           int64
 	pending        []byte // complete lines not yet written
 	pendingRecords int
+	// pendingBy credits the buffered records to the signals that wrote
+	// them, in order: signals whose paths resolve to one file share it.
+	pendingBy []pendingShare
+	tel       *telemetry // the signal that opened the file: open/close errors
+	elem      *list.Element
+}
+
+// pendingShare is how many of a file's buffered records and bytes one
+// signal wrote.
+type pendingShare struct {
 	tel            *telemetry
-	elem           *list.Element
+	records, bytes int
+}
+
+func (of *outFile) addPending(tel *telemetry, records, bytes int) {
+	if n := len(of.pendingBy); n > 0 && of.pendingBy[n-1].tel == tel {
+		of.pendingBy[n-1].records += records
+		of.pendingBy[n-1].bytes += bytes
+		return
+	}
+	of.pendingBy = append(of.pendingBy, pendingShare{tel: tel, records: records, bytes: bytes})
 }
 
 func newFileWriter(set fileWriterSettings, logger *zap.Logger) (*fileWriter, error) {
@@ -135,6 +159,7 @@ func newFileWriter(set fileWriterSettings, logger *zap.Logger) (*fileWriter, err
 		now:    time.Now,
 		files:  make(map[string]*outFile),
 		seen:   make(map[string]bool),
+		paths:  newRecentPaths(set.maxPaths),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -202,11 +227,24 @@ func (w *fileWriter) runFlushLoop() {
 // write queues data, complete lines holding records records, for the file
 // rel. It writes at once when flush_interval is 0 or the file's buffer is
 // full. On error nothing of data is in the file, and data is not kept.
-func (w *fileWriter) write(rel string, data []byte, records int, tel *telemetry) error {
+// When rel would be a path beyond max_distinct_paths, data goes to
+// overflow instead.
+func (w *fileWriter) write(rel, overflow string, data []byte, records int, tel *telemetry) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return consumererror.NewPermanent(errors.New("jsonl_file exporter is shut down"))
+	}
+	if !w.paths.admit(rel, w.now()) {
+		tel.overflowed(records)
+		if now := w.now(); now.Sub(w.lastOverflowLog) >= time.Minute {
+			w.lastOverflowLog = now
+			w.logger.Warn("More distinct files than max_distinct_paths within an hour: writing the records of new paths to the overflow file. "+
+				"If these are real runs, raise max_distinct_paths; if a sender invents run ids, fix the sender",
+				zap.Int("max_distinct_paths", w.set.maxPaths), zap.String("path", w.fileName(rel)),
+				zap.String("overflow_file", w.fileName(overflow)))
+		}
+		rel = overflow
 	}
 	of, err := w.acquire(rel, tel)
 	if err != nil {
@@ -215,6 +253,7 @@ func (w *fileWriter) write(rel string, data []byte, records int, tel *telemetry)
 	if w.set.flushInterval > 0 && len(of.pending)+len(data) < flushThreshold {
 		of.pending = append(of.pending, data...)
 		of.pendingRecords += records
+		of.addPending(tel, records, len(data))
 		return nil
 	}
 	return w.flush(of, data, records, tel)
@@ -321,14 +360,26 @@ func (w *fileWriter) flush(of *outFile, extra []byte, extraRecords int, tel *tel
 		of.pending = append(of.pending, extra...)
 		payload = of.pending
 	}
-	if err := w.writeFile(of, payload, tel); err != nil {
+	n, err := w.writeFile(of, payload, tel)
+	if err != nil {
 		of.pending = of.pending[:pendingLen]
 		return err
 	}
-	of.tel.written(of.pendingRecords, 0)
-	tel.written(extraRecords, 0)
+	// Each signal is credited its records, and its share of the bytes
+	// written (after compression: in proportion to its encoded bytes).
+	total := pendingLen + len(extra)
+	credit := func(t *telemetry, records, bytes int) {
+		t.written(records, int(int64(n)*int64(bytes)/int64(max(total, 1))))
+	}
+	for _, sh := range of.pendingBy {
+		credit(sh.tel, sh.records, sh.bytes)
+	}
+	if extraRecords > 0 || len(extra) > 0 {
+		credit(tel, extraRecords, len(extra))
+	}
 	of.pending = of.pending[:0]
 	of.pendingRecords = 0
+	of.pendingBy = of.pendingBy[:0]
 	if cap(of.pending) > 4*flushThreshold {
 		// A burst grew the buffer; do not hold on to it for every open file.
 		of.pending = nil
@@ -339,10 +390,10 @@ func (w *fileWriter) flush(of *outFile, extra []byte, extraRecords int, tel *tel
 // writeFile appends payload, whole lines or whole compressed members, to
 // the file, rotating first when the write would take the file past
 // rotation::max_megabytes.
-func (w *fileWriter) writeFile(of *outFile, payload []byte, tel *telemetry) error {
+func (w *fileWriter) writeFile(of *outFile, payload []byte, tel *telemetry) (int, error) {
 	if of.f == nil {
 		if err := w.open(of); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if w.set.maxBytes > 0 && of.size > 0 && of.size+int64(len(payload)) > w.set.maxBytes {
@@ -352,7 +403,7 @@ func (w *fileWriter) writeFile(of *outFile, payload []byte, tel *telemetry) erro
 				zap.String("path", of.path), zap.Error(err))
 			if of.f == nil {
 				if err := w.open(of); err != nil {
-					return err
+					return 0, err
 				}
 			}
 		} else {
@@ -363,7 +414,9 @@ func (w *fileWriter) writeFile(of *outFile, payload []byte, tel *telemetry) erro
 	op := opWrite
 	if err == nil && w.set.fsync {
 		op = opSync
-		err = of.f.Sync()
+		if err = of.f.Sync(); err == nil {
+			tel.synced()
+		}
 	}
 	if err != nil {
 		tel.failed(op)
@@ -377,11 +430,10 @@ func (w *fileWriter) writeFile(of *outFile, payload []byte, tel *telemetry) erro
 				of.f = nil
 			}
 		}
-		return classifyFileError(fmt.Errorf("%s %s: %w", op, of.path, err))
+		return 0, classifyFileError(fmt.Errorf("%s %s: %w", op, of.path, err))
 	}
 	of.size += int64(n)
-	tel.written(0, n)
-	return nil
+	return n, nil
 }
 
 // open opens (creating as needed) the file of. An existing file is appended

@@ -61,6 +61,14 @@ func (t *telemetry) written(records, bytes int) {
 	}
 }
 
+func (t *telemetry) synced() {
+	t.tb.ExporterJsonlFileFsyncs.Add(context.Background(), 1)
+}
+
+func (t *telemetry) overflowed(records int) {
+	t.tb.ExporterJsonlFileOverflowRecords.Add(context.Background(), int64(records))
+}
+
 func (t *telemetry) rotated() {
 	t.tb.ExporterJsonlFileRotations.Add(context.Background(), 1)
 }

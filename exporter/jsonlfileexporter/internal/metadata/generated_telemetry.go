@@ -23,13 +23,15 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                           metric.Meter
-	mu                              sync.Mutex
-	registrations                   []metric.Registration
-	ExporterJsonlFileBytesWritten   metric.Int64Counter
-	ExporterJsonlFileErrors         metric.Int64Counter
-	ExporterJsonlFileRecordsWritten metric.Int64Counter
-	ExporterJsonlFileRotations      metric.Int64Counter
+	meter                            metric.Meter
+	mu                               sync.Mutex
+	registrations                    []metric.Registration
+	ExporterJsonlFileBytesWritten    metric.Int64Counter
+	ExporterJsonlFileErrors          metric.Int64Counter
+	ExporterJsonlFileFsyncs          metric.Int64Counter
+	ExporterJsonlFileOverflowRecords metric.Int64Counter
+	ExporterJsonlFileRecordsWritten  metric.Int64Counter
+	ExporterJsonlFileRotations       metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -71,6 +73,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_jsonl_file_errors",
 		metric.WithDescription("Number of failed file operations (open, write, sync, rotate, close). [Alpha]"),
 		metric.WithUnit("{errors}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterJsonlFileFsyncs, err = builder.meter.Int64Counter(
+		"otelcol_exporter_jsonl_file_fsyncs",
+		metric.WithDescription("Number of fsync calls that succeeded (fsync true); with a batching sending queue, one covers every request merged into the batch. [Alpha]"),
+		metric.WithUnit("{calls}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterJsonlFileOverflowRecords, err = builder.meter.Int64Counter(
+		"otelcol_exporter_jsonl_file_overflow_records",
+		metric.WithDescription("Number of records written to the overflow file because their path would have exceeded max_distinct_paths. [Alpha]"),
+		metric.WithUnit("{records}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterJsonlFileRecordsWritten, err = builder.meter.Int64Counter(

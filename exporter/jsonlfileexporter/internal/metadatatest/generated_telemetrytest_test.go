@@ -21,12 +21,20 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ExporterJsonlFileBytesWritten.Add(context.Background(), 1)
 	tb.ExporterJsonlFileErrors.Add(context.Background(), 1)
+	tb.ExporterJsonlFileFsyncs.Add(context.Background(), 1)
+	tb.ExporterJsonlFileOverflowRecords.Add(context.Background(), 1)
 	tb.ExporterJsonlFileRecordsWritten.Add(context.Background(), 1)
 	tb.ExporterJsonlFileRotations.Add(context.Background(), 1)
 	AssertEqualExporterJsonlFileBytesWritten(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterJsonlFileErrors(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterJsonlFileFsyncs(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterJsonlFileOverflowRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterJsonlFileRecordsWritten(t, testTel,
