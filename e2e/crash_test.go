@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -10,49 +8,57 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
-// TestKillDuringJSONLWritesLosesNothingAcknowledged: ranks send as fast as
-// they can into a collector whose jsonl_file exporter writes and fsyncs
-// before acknowledging; the collector is killed with SIGKILL mid-stream. A
-// kill inside a multi-page write(2) may leave an unterminated last line,
-// which the exporter removes when it reopens the file, so the collector is
-// restarted on the same directory and stopped cleanly. Then every line of
-// every file is a complete JSON object (jq agrees), and every span, data
-// point and log record acknowledged before the kill is in the files.
+// TestKillDuringJSONLWritesLosesNothingAcknowledged: the default preset as
+// committed (configs/file.yaml, every rank kept) under saturating load: three
+// load generators of 64 ranks each, spans over gRPC, data points over HTTP
+// and log records over gRPC, each with several requests in flight, send as
+// fast as the collector answers; the collector is killed with SIGKILL
+// mid-stream. A kill inside a large write(2) may leave an unterminated last
+// line (holding only unacknowledged records), which the exporter removes
+// when it reopens the file, so the collector is restarted on the same
+// directory and stopped cleanly. Then every line of every file is a complete
+// JSON object (jq agrees), and every span, data point and log record the
+// senders saw acknowledged is in the files.
 func TestKillDuringJSONLWritesLosesNothingAcknowledged(t *testing.T) {
-	dir := t.TempDir()
+	loadgen := buildLoadgen(t)
 	env := testEnv(t)
-	env["NEMO_TELEMETRY_DIR"] = dir
-	config := filepath.Join(testcollector.RepoRoot(t), "e2e", "testdata", "jsonl-durable.yaml")
+	config := testcollector.Config(t, "file.yaml")
 	c := testcollector.Start(t, config, testcollector.Options{Env: env})
 
-	ranks := mixedJob(c, "run-crash", 4, 400)
-	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
-	defer cancel()
+	senders := []struct{ signal, protocol, endpoint string }{
+		{"traces", "grpc", c.GRPCEndpoint()},
+		{"metrics", "http", c.HTTPEndpoint()},
+		{"logs", "grpc", c.GRPCEndpoint()},
+	}
 	var (
-		wg    sync.WaitGroup
-		acked []lensemu.Result
+		wg      sync.WaitGroup
+		reports = make([]loadReport, len(senders))
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// Export errors after the kill are expected; only the counts matter.
-		acked, _ = lensemu.Job(ctx, ranks)
-	}()
-	if _, err := c.WaitForMetric(jobTimeout, func(v float64) bool { return v >= 2000 }, "otelcol_receiver_accepted_spans"); err != nil {
+	for i, s := range senders {
+		wg.Go(func() {
+			// Sends for 12s at most: the kill comes first; requests after it
+			// fail fast and are not counted as accepted.
+			reports[i] = runLoad(t, loadgen, "-signal", s.signal, "-protocol", s.protocol, "-endpoint", s.endpoint,
+				"-ranks", "64", "-batch", "512", "-duration", "12s", "-conns", "2", "-workers", "4", "-timeout", "5s",
+				"-run-id", "run-crash", "-error-backoff", "50ms")
+		})
+	}
+	if _, err := c.WaitForMetric(jobTimeout, func(v float64) bool { return v >= 100_000 }, "otelcol_receiver_accepted_spans"); err != nil {
 		t.Fatalf("load never reached the collector: %v", err)
 	}
 	c.Kill()
 	wg.Wait()
-	total := lensemu.Sum(acked)
-	if total.Spans == 0 {
-		t.Fatal("nothing was acknowledged before the kill")
+	var acked lensemu.Result
+	acked.Spans, acked.DataPoints, acked.LogRecords = reports[0].ItemsAccepted, reports[1].ItemsAccepted, reports[2].ItemsAccepted
+	if acked.Spans == 0 || acked.DataPoints == 0 || acked.LogRecords == 0 {
+		t.Fatalf("some signal had nothing acknowledged before the kill: %s", describe(acked))
 	}
 
 	restarted := testcollector.Start(t, config, testcollector.Options{Env: env})
 	restarted.Stop()
-	got := readTelemetry(t, dir) // fails on any torn or invalid line
-	t.Logf("acknowledged before SIGKILL: %s; in the files: %s", describe(total), describe(got.Result))
-	if got.Spans < total.Spans || got.DataPoints < total.DataPoints || got.LogRecords < total.LogRecords {
-		t.Fatalf("acknowledged %s before the kill, but the files hold only %s", describe(total), describe(got.Result))
+	got := readTelemetry(t, env["NEMO_TELEMETRY_DIR"]) // fails on any torn or invalid line
+	t.Logf("acknowledged before SIGKILL: %s; in the files: %s", describe(acked), describe(got.Result))
+	if got.Spans < acked.Spans || got.DataPoints < acked.DataPoints || got.LogRecords < acked.LogRecords {
+		t.Fatalf("acknowledged %s before the kill, but the files hold only %s", describe(acked), describe(got.Result))
 	}
 }

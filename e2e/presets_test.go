@@ -53,7 +53,19 @@ func TestPresetsBindLocalhostByDefault(t *testing.T) {
 					t.Errorf("pipeline %s: memory_limiter must come first, have %v", name, procs)
 				}
 				if !containsPrefix(procs, "batch") {
-					t.Errorf("pipeline %s: no batch processor", name)
+					// Without a batch processor (which would acknowledge
+					// before the exporters have the data), every exporter
+					// batches in its sending queue, or is pulled from.
+					exps, _ := pl.(map[string]any)["exporters"].([]any)
+					for _, e := range exps {
+						id, _ := e.(string)
+						if strings.HasPrefix(id, "prometheus") {
+							continue
+						}
+						if dig(cfg, "exporters", id, "sending_queue", "batch") == nil {
+							t.Errorf("pipeline %s: no batch processor, and exporter %s does not batch in its sending_queue", name, id)
+						}
+					}
 				}
 			}
 			if exts, _ := service["extensions"].([]any); !containsPrefix(exts, "health_check") {
