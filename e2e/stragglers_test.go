@@ -11,7 +11,7 @@ import (
 )
 
 // TestStragglerStepsAreKept: 32 ranks in synchronous data parallelism
-// through the file preset with single_rank and straggler retention on; rank
+// through the file preset as committed (single_rank, straggler retention on); rank
 // 9 computes twice as long on iterations 2 and 4 and every other rank waits
 // for it in grad_sync, so every rank's step spans last the same. The output
 // holds everything of rank 31 (the export rank) plus exactly rank 9's step
@@ -35,9 +35,7 @@ func checkStragglerStepsKept(t *testing.T, stepName string, roots bool) {
 	const straggler, worldSize, steps = 9, 32, 5
 	slow := map[int]bool{2: true, 4: true}
 	env := testEnv(t)
-	delete(env, "NEMO_RANK_STRATEGY")
-	env["NEMO_STRAGGLERS"] = "true"
-	env["NEMO_STRAGGLER_WAIT"] = "2s"
+	delete(env, "NEMO_RANK_STRATEGY") // the preset as committed: single_rank, stragglers on
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
 	ranks := mixedJob(c, "run-straggler", worldSize, steps)
 	for i := range ranks {
