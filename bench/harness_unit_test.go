@@ -73,7 +73,7 @@ func TestGoals(t *testing.T) {
 		"ceiling":    ok("ceiling", phaseResult{Phase: "10k/s", AvgCores: 0.05, PeakRSSMiB: 120}),
 	}
 	g := goals(byName)
-	require.Len(t, g, 4)
+	require.Len(t, g, 13)
 	assert.True(t, strings.HasPrefix(g[0][1], "met"), g[0][1])
 	assert.True(t, strings.HasPrefix(g[1][1], "not met: 2.25x"), g[1][1])
 	assert.True(t, strings.HasPrefix(g[2][1], "pending"), g[2][1])
@@ -86,6 +86,19 @@ func TestGoals(t *testing.T) {
 	assert.True(t, strings.HasPrefix(g[2][1], "met: +15%") || strings.HasPrefix(g[2][1], "not met: +15%"), g[2][1])
 	byName["nemo_run"] = ok("nemo_run", phaseResult{Phase: "100k/s", CPUPerMillion: 3.1})
 	assert.True(t, strings.HasPrefix(goals(byName)[2][1], "met: +8%"), goals(byName)[2][1])
+
+	// The ratio goals: the figure over its baseline's, in one phase.
+	assert.Equal(t, "not measured", g[4][1])
+	byName["preset"] = ok("preset", phaseResult{Phase: "100k/s", CPUPerMillion: 2.6, PeakRSSMiB: 310})
+	byName["preset_stragglers_off"] = ok("preset_stragglers_off", phaseResult{Phase: "100k/s", CPUPerMillion: 2})
+	byName["preset_all_ranks"] = ok("preset_all_ranks", phaseResult{Phase: "saturation", SpansPerSecond: 79, CPUPerMillion: 5, PeakRSSMiB: 150})
+	byName["file_1000_ranks"] = ok("file_1000_ranks", phaseResult{Phase: "saturation", SpansPerSecond: 100, CPUPerMillion: 5, PeakRSSMiB: 100})
+	g = goals(byName)
+	assert.Equal(t, "met: 1.30x (preset vs preset_stragglers_off, 100k/s)", g[4][1])
+	assert.Equal(t, "not met: 310 MiB", g[6][1])
+	assert.True(t, strings.HasPrefix(g[10][1], "not met: 0.79x"), g[10][1], "spans/s must be at least 0.8x")
+	assert.True(t, strings.HasPrefix(g[11][1], "met: 1.00x"), g[11][1])
+	assert.True(t, strings.HasPrefix(g[12][1], "met: 1.50x"), g[12][1])
 }
 
 func TestThousands(t *testing.T) {

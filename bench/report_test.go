@@ -198,24 +198,30 @@ func renderReport(t *testing.T, in reportInput) string {
 
 	table := func(title, phaseName, intro string) {
 		w("## %s\n\n%s\n\n", title, intro)
-		w("| scenario | pipeline | spans/s | vs baseline | CPU-s / M spans | vs baseline | cores avg | cores peak | peak RSS MiB | refused spans | generator CPU-s / M |\n")
-		w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		w("| scenario | pipeline | spans/s | vs baseline | CPU-s / M spans | vs baseline | cores avg | cores peak | peak RSS MiB | vs baseline | ack p99 ms | bytes / span | refused spans | generator CPU-s / M |\n")
+		w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range in.results {
 			p, ok := r.phase(phaseName)
 			if !ok {
 				continue
 			}
-			vsRate, vsCPU := "", ""
+			vsRate, vsCPU, vsRSS := "", "", ""
 			if base, ok := byName[r.Baseline].phase(phaseName); ok {
 				vsRate = ratio(p.SpansPerSecond, base.SpansPerSecond) + " " + r.Baseline
 				vsCPU = ratio(p.CPUPerMillion, base.CPUPerMillion)
+				vsRSS = ratio(p.PeakRSSMiB, base.PeakRSSMiB)
 			}
 			genPerM := 0.0
 			if p.LoadgenAccepted > 0 {
 				genPerM = p.LoadgenCPUSeconds / float64(p.LoadgenAccepted) * 1e6
 			}
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.What, thousands(p.SpansPerSecond), vsRate,
-				num(p.CPUPerMillion), vsCPU, num(p.AvgCores), num(p.PeakCores), num(p.PeakRSSMiB), thousands(p.Refused), num(genPerM))
+			bytesPerSpan := ""
+			if p.BytesPerSpan > 0 {
+				bytesPerSpan = thousands(p.BytesPerSpan)
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.What, thousands(p.SpansPerSecond), vsRate,
+				num(p.CPUPerMillion), vsCPU, num(p.AvgCores), num(p.PeakCores), num(p.PeakRSSMiB), vsRSS, num(p.LatencyP99Ms), bytesPerSpan,
+				thousands(p.Refused), num(genPerM))
 		}
 		w("\n")
 	}
@@ -348,6 +354,54 @@ func goals(byName map[string]scenarioResult) [][2]string {
 		out = append(out, [2]string{g4, fmt.Sprintf("%s (ceiling): %s cores, %s MiB", verdict, num(p.AvgCores), num(p.PeakRSSMiB))})
 	} else {
 		out = append(out, [2]string{g4, "not measured"})
+	}
+
+	// ratioGoal compares one figure of a scenario with its baseline's in one
+	// phase: met when the ratio is at most limit (at least, for spans/s).
+	ratioGoal := func(goal, name, baseline, phase, figure string, limit float64) {
+		p, ok := get(name, phase)
+		b, bok := get(baseline, phase)
+		if !ok || !bok {
+			out = append(out, [2]string{goal, "not measured"})
+			return
+		}
+		var x float64
+		atLeast := false
+		switch figure {
+		case "cpu":
+			x = p.CPUPerMillion / b.CPUPerMillion
+		case "rss":
+			x = p.PeakRSSMiB / b.PeakRSSMiB
+		case "rate":
+			x, atLeast = p.SpansPerSecond/b.SpansPerSecond, true
+		}
+		verdict := "met"
+		if (atLeast && x < limit) || (!atLeast && x > limit) {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{goal, fmt.Sprintf("%s: %.2fx (%s vs %s, %s)", verdict, x, name, baseline, phase)})
+	}
+	ratioGoal("straggler retention on the default preset, 100k/s: CPU per span at most 1.3x stragglers off", "preset", "preset_stragglers_off", "100k/s", "cpu", 1.3)
+	ratioGoal("straggler retention on the default preset, saturation: CPU per span at most 2x stragglers off", "preset", "preset_stragglers_off", "saturation", "cpu", 2)
+	if p, ok := get("preset", "100k/s"); ok {
+		verdict := "met"
+		if p.PeakRSSMiB > 300 {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{"default preset with straggler retention, 100k/s: peak RSS at most 300 MiB", fmt.Sprintf("%s: %s MiB", verdict, num(p.PeakRSSMiB))})
+	}
+	ratioGoal("`single_rank` (stragglers off) no dearer than the stock `filter`, 100k/s", "rank_strategy_single_rank", "filter_single_rank", "100k/s", "cpu", 1)
+	ratioGoal("`single_rank` (stragglers off) no dearer than the stock `filter`, saturation", "rank_strategy_single_rank", "filter_single_rank", "saturation", "cpu", 1)
+	ratioGoal("durable default preset, all_ranks, 100k/s: CPU per span at most 1.0x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "100k/s", "cpu", 1)
+	ratioGoal("durable default preset, all_ranks, saturation: at least 0.8x the stock file exporter's spans/s", "preset_all_ranks", "file_1000_ranks", "saturation", "rate", 0.8)
+	ratioGoal("durable default preset, all_ranks, saturation: CPU per span at most 1.0x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "saturation", "cpu", 1)
+	ratioGoal("durable default preset, all_ranks, saturation: peak RSS at most 1.5x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "saturation", "rss", 1.5)
+	if p, ok := get("preset_all_ranks", "100k/s"); ok {
+		verdict := "met"
+		if p.LatencyP99Ms >= 250 {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{"durable default preset, all_ranks, 100k/s: p99 acknowledgement latency under 250 ms", fmt.Sprintf("%s: %s ms", verdict, num(p.LatencyP99Ms))})
 	}
 	return out
 }

@@ -13,8 +13,8 @@
 #                 samples for a 95% confidence interval)
 #   BENCH_TIME    -benchtime of the micro-benchmarks (default 200ms)
 #   BENCH_ONLY    comma-separated scenarios to run (default all)
-#   BENCH_BUDGET  seconds the whole run may take (default 870, under 15 minutes)
-#   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios (default 560)
+#   BENCH_BUDGET  seconds the whole run may take (default 960, 16 minutes)
+#   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios (default 640)
 #
 # Everything it starts runs under `timeout`, in a process group of its own
 # that is killed when the budget runs out or the script is interrupted.
@@ -34,11 +34,11 @@ esac
 phase=${BENCH_PHASE:-12s}
 count=${BENCH_COUNT:-6}
 benchtime=${BENCH_TIME:-200ms}
-# Seconds kept for the scenarios (about 22 s per phase of 12 s; 17 phases
-# now, 25 once every slot is filled); the micro-benchmarks get the rest.
-scenario_reserve=${BENCH_SCENARIO_RESERVE:-560}
+# Seconds kept for the scenarios (about 22 s per phase of 12 s; 27 phases);
+# the micro-benchmarks get the rest.
+scenario_reserve=${BENCH_SCENARIO_RESERVE:-640}
 only=${BENCH_ONLY:-}
-budget=${BENCH_BUDGET:-870}
+budget=${BENCH_BUDGET:-960}
 benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 go=${GO:-go}
 start=$(date +%s)

@@ -3,6 +3,8 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,6 +66,8 @@ type scenario struct {
 	baseline string
 	// loadgen holds extra load generator flags.
 	loadgen []string
+	// env holds extra environment variables of the collector (a preset's knobs).
+	env map[string]string
 	// sink starts a local OTLP/HTTP sink and passes its URL as BENCH_SINK_ENDPOINT.
 	sink   bool
 	phases []phase
@@ -72,6 +76,11 @@ type scenario struct {
 // thousandRanks is the 1,000-rank load: 200 ms steps, so that at 100,000
 // spans/s (5 steps per second per rank) the timestamps follow the sending.
 var thousandRanks = []string{"-ranks", "1000", "-batch", "500", "-step-duration", "200ms"}
+
+// thousandRanksStragglers is that load with 10 straggling ranks, synchronous
+// (the loadgen's default): every rank's step lasts the same, the stragglers
+// compute 3 times as long and the others wait for them in grad sync.
+var thousandRanksStragglers = append([]string{"-stragglers", "10"}, thousandRanks...)
 
 // scenarioList is every scenario, in report order. A scenario whose config
 // does not exist, or whose components the binary lacks, is listed as pending
@@ -107,8 +116,25 @@ func scenarioList() []scenario {
 		// weave versus the stock otlp_http exporter to the same sink.
 		{name: "weave", what: "OTLP -> batch -> `weave` -> local sink", config: "bench/configs/weave.yaml",
 			requires: []string{"weave"}, baseline: "otlp_http", sink: true, phases: std},
-		{name: "preset", what: "configs/file.yaml as committed (the default preset), 1,000 ranks", config: "configs/file.yaml",
+		// The default preset as committed (single_rank, straggler retention
+		// on, durable JSONL) on a synchronous job with 10 straggling ranks,
+		// against the same preset with straggler retention off.
+		{name: "preset_stragglers_off", what: "configs/file.yaml with NEMO_STRAGGLERS=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_STRAGGLERS": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std},
+		{name: "preset", what: "configs/file.yaml as committed (the default preset), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std},
+		// Every span written: the durable default preset with all_ranks, and
+		// its fast mode, against the stock file exporter on the same load.
+		{name: "file_1000_ranks", what: "OTLP -> batch -> stock `file` (json), 1,000 ranks", config: "bench/configs/file.yaml",
 			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
+		{name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write), 1,000 ranks", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
+		{name: "preset_all_ranks_fast", what: "configs/file.yaml with all_ranks and NEMO_JSONL_DURABLE=false, 1,000 ranks", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_JSONL_DURABLE": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
 	}
 }
 
@@ -131,7 +157,10 @@ type phaseResult struct {
 	LoadgenCPUSeconds float64          `json:"loadgen_cpu_seconds"`
 	LoadgenErrors     map[string]int64 `json:"loadgen_errors,omitempty"`
 	LatencyP99Ms      float64          `json:"loadgen_latency_p99_ms"`
-	LoadAvg           string           `json:"machine_load_average"`
+	// BytesPerSpan is what the phase added to the output directory per
+	// accepted span (file exporters; 0 for the others).
+	BytesPerSpan float64 `json:"output_bytes_per_span"`
+	LoadAvg      string  `json:"machine_load_average"`
 }
 
 // scenarioResult is one scenario's outcome.
@@ -263,7 +292,8 @@ func pending(root string, sc scenario, components map[string]bool) string {
 // fresh collector, so that its peak RSS (VmHWM) is that phase's own; the
 // smoke run shares one.
 func runScenario(t *testing.T, root string, sc scenario, loadgen string, length time.Duration, fresh bool) []phaseResult {
-	env := map[string]string{"NEMO_TELEMETRY_DIR": t.TempDir()}
+	env := map[string]string{"NEMO_TELEMETRY_DIR": t.TempDir(), "NEMO_QUEUE_DIR": t.TempDir()}
+	maps.Copy(env, sc.env)
 	if sc.sink {
 		env["BENCH_SINK_ENDPOINT"] = startSink(t).srv.URL
 	}
@@ -298,6 +328,8 @@ func runScenario(t *testing.T, root string, sc scenario, loadgen string, length 
 // smoke run skips that wait.
 func runPhase(t *testing.T, c *testcollector.Collector, sc scenario, ph phase, loadgen string, length time.Duration, drain bool) (phaseResult, error) {
 	pid := c.Pid()
+	out := c.Env["NEMO_TELEMETRY_DIR"]
+	bytes0 := dirBytes(out)
 	acc0, ref0, err := collectorSpans(c)
 	if err != nil {
 		return phaseResult{}, err
@@ -350,10 +382,26 @@ func runPhase(t *testing.T, c *testcollector.Collector, sc scenario, ph phase, l
 	}
 	if r.Accepted > 0 {
 		r.CPUPerMillion = r.CPUSeconds / r.Accepted * 1e6
+		r.BytesPerSpan = float64(dirBytes(out)-bytes0) / r.Accepted
 	}
 	if lerr != nil && rep.ItemsAccepted > 0 {
 		// A run that got some spans through is a result; its errors are in the report.
 		lerr = nil
 	}
 	return r, lerr
+}
+
+// dirBytes is the size of the regular files under dir (0 when it is empty
+// or missing).
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

@@ -43,9 +43,15 @@ type job struct {
 	// stepsPerRequest is how many whole steps of one rank one request carries.
 	stepsPerRequest int
 	stepDuration    time.Duration
-	// stragglers is the number of ranks whose steps take straggleFactor times longer.
+	// stragglers is the number of ranks whose compute takes straggleFactor
+	// times longer.
 	stragglers     int
 	straggleFactor float64
+	// unsynchronised gives every rank its own step durations (a straggler's
+	// whole step is longer); by default steps are synchronous, as with data
+	// parallelism: every rank's step lasts the same, a straggler computes
+	// longer and the others wait for it in grad sync.
+	unsynchronised bool
 	// traceScope is "rank" (one trace per rank for the whole run, as Megatron
 	// does: the job span is the root) or "step" (one trace per train step).
 	traceScope string
@@ -135,19 +141,41 @@ func (j job) topology(rank int) (tpRank, dpRank, ppRank, dp int) {
 	return rank % j.tp, (rank / j.tp) % dp, rank / (j.tp * dp), dp
 }
 
+// isStraggler reports whether rank is one of the -stragglers slow ranks,
+// spread evenly over the ranks.
+func (j job) isStraggler(rank int) bool {
+	return j.stragglers > 0 && rank%(j.ranks/j.stragglers) == 0 && rank/(j.ranks/j.stragglers) < j.stragglers
+}
+
 // stepDurations returns the duration of each step of a template for a rank:
-// a few percent of deterministic jitter, and straggling ranks slower.
+// a few percent of deterministic jitter. Synchronous steps last the same on
+// every rank (the jitter depends on the step only); unsynchronised ones
+// jitter per rank, and a straggler's are straggleFactor times longer.
 func (j job) stepDurations(rank int) []time.Duration {
-	slow := 1.0
-	if j.stragglers > 0 && rank%(j.ranks/j.stragglers) == 0 && rank/(j.ranks/j.stragglers) < j.stragglers {
-		slow = j.straggleFactor
+	slow, jitterRank := 1.0, uint64(0)
+	if j.unsynchronised {
+		jitterRank = uint64(rank)
+		if j.isStraggler(rank) {
+			slow = j.straggleFactor
+		}
 	}
 	d := make([]time.Duration, j.stepsPerRequest)
 	for s := range d {
-		jitter := float64(j.hash(6, uint64(rank), uint64(s))%1000)/10000 - 0.05
+		jitter := float64(j.hash(6, jitterRank, uint64(s))%1000)/10000 - 0.05
 		d[s] = time.Duration(float64(j.stepDuration) * slow * (1 + jitter))
 	}
 	return d
+}
+
+// computeShare is the part of the step a rank spends in
+// megatron.forward_backward. In a synchronous job with stragglers the
+// straggler computes for fullCompute of the step and every other rank for
+// straggleFactor times less, waiting the rest in megatron.grad_sync.finish.
+func (j job) computeShare(rank int) float64 {
+	if j.unsynchronised || j.stragglers == 0 || j.isStraggler(rank) {
+		return fullCompute
+	}
+	return fullCompute / max(j.straggleFactor, 1)
 }
 
 // resource fills the resource attributes one NeMo Lens rank sets (REFERENCE.md §1).
@@ -220,29 +248,36 @@ type stepSpan struct {
 	start, end float64
 }
 
-// stepLayout is the megatron.train_step subtree of REFERENCE.md §1 for m
-// micro-batches: 8+3m spans (20 for m=4).
-func stepLayout(m int) []stepSpan {
+// fullCompute is the share of a step in megatron.forward_backward for a rank
+// nobody waits for.
+const fullCompute = 0.7
+
+// stepLayout is the megatron.train_step subtree of the Megatron-LM span tree
+// for m micro-batches: 8+3m spans (20 for m=4), the rank computing for the
+// first compute (at most fullCompute) of the step; grad sync waits from
+// there to 0.85, then the optimizer step.
+func stepLayout(m int, compute float64) []stepSpan {
+	c := compute / fullCompute // scales the compute spans
 	spans := []stepSpan{
 		{"megatron.train_step", -1, 0, 1},
-		{"megatron.forward_backward", 0, 0, 0.7},
-		{"megatron.p2p.recv_forward", 1, 0, 0.02},
-		{"megatron.pp.recv_forward.linked", 1, 0, 0.02},
+		{"megatron.forward_backward", 0, 0, compute},
+		{"megatron.p2p.recv_forward", 1, 0, 0.02 * c},
+		{"megatron.pp.recv_forward.linked", 1, 0, 0.02 * c},
 	}
 	per := 0.66 / float64(m)
 	for mb := range m {
 		b := 0.02 + float64(mb)*per
 		fwd := len(spans)
 		spans = append(spans,
-			stepSpan{"megatron.microbatch.forward", 1, b, b + 0.4*per},
-			stepSpan{"megatron.layer.forward", fwd, b + 0.05*per, b + 0.35*per},
-			stepSpan{"megatron.microbatch.backward", 1, b + 0.4*per, b + per},
+			stepSpan{"megatron.microbatch.forward", 1, b * c, (b + 0.4*per) * c},
+			stepSpan{"megatron.layer.forward", fwd, (b + 0.05*per) * c, (b + 0.35*per) * c},
+			stepSpan{"megatron.microbatch.backward", 1, (b + 0.4*per) * c, (b + per) * c},
 		)
 	}
 	return append(spans,
-		stepSpan{"megatron.p2p.send_forward", 1, 0.68, 0.7},
-		stepSpan{"megatron.grad_sync.start", 0, 0.7, 0.75},
-		stepSpan{"megatron.grad_sync.finish", 0, 0.75, 0.85},
+		stepSpan{"megatron.p2p.send_forward", 1, 0.68 * c, compute},
+		stepSpan{"megatron.grad_sync.start", 0, compute, compute + 0.05},
+		stepSpan{"megatron.grad_sync.finish", 0, compute + 0.05, 0.85},
 		stepSpan{"megatron.optimizer_step", 0, 0.85, 1},
 	)
 }
@@ -283,7 +318,7 @@ func (j job) traces(rank int, ref int64) ptrace.Traces {
 	j.resource(rank, rs.Resource().Attributes())
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName("megatron")
-	layout := stepLayout(j.microbatches)
+	layout := stepLayout(j.microbatches, j.computeShare(rank))
 	tpRank, dpRank, ppRank, dp := j.topology(rank)
 	starts, durs := j.stepStarts(rank, ref)
 	spans := ss.Spans()

@@ -250,23 +250,48 @@ func TestFindPatchesRejectsGarbage(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestStragglers(t *testing.T) {
+// spanMs returns the duration in ms of the first span named name in rank's
+// template.
+func spanMs(t *testing.T, templates []*template, rank int, name string) float64 {
+	t.Helper()
+	for _, sp := range spansOf(decodeTraces(t, templates[rank].render(nil, replay{}))) {
+		if sp.Name() == name {
+			return float64(sp.EndTimestamp()-sp.StartTimestamp()) / 1e6
+		}
+	}
+	t.Fatalf("rank %d: no %s span", rank, name)
+	return 0
+}
+
+// TestStragglersSynchronous: by default steps are synchronous: every rank's
+// step lasts the same, the stragglers compute 3 times as long as the
+// others, and the others spend the difference in grad_sync.finish.
+func TestStragglersSynchronous(t *testing.T) {
 	_, j := testJob(t, "-ranks", "4", "-stragglers", "2", "-straggle-factor", "3", "-batch", "20", "-step-duration", "100ms")
 	templates := buildAll(t, j)
-	stepMs := func(rank int) float64 {
-		for _, sp := range spansOf(decodeTraces(t, templates[rank].render(nil, replay{}))) {
-			if sp.Name() == "megatron.train_step" {
-				return float64(sp.EndTimestamp()-sp.StartTimestamp()) / 1e6
-			}
+	step := spanMs(t, templates, 0, "megatron.train_step")
+	assert.InDelta(t, 100, step, 5.1)
+	for rank, slow := range []bool{true, false, true, false} {
+		assert.InDelta(t, step, spanMs(t, templates, rank, "megatron.train_step"), 1e-6, "rank %d: steps end together", rank)
+		compute, wait := 0.7*step, 0.1*step
+		if !slow {
+			compute, wait = compute/3, wait+compute-compute/3
 		}
-		t.Fatal("no train step")
-		return 0
+		assert.InDelta(t, compute, spanMs(t, templates, rank, "megatron.forward_backward"), 1e-3, "rank %d", rank)
+		assert.InDelta(t, wait, spanMs(t, templates, rank, "megatron.grad_sync.finish"), 1e-3, "rank %d", rank)
 	}
+}
+
+// TestStragglersUnsynchronised: with -unsynchronised a straggler's whole
+// step is longer.
+func TestStragglersUnsynchronised(t *testing.T) {
+	_, j := testJob(t, "-ranks", "4", "-stragglers", "2", "-straggle-factor", "3", "-batch", "20", "-step-duration", "100ms", "-unsynchronised")
+	templates := buildAll(t, j)
 	for rank, slow := range []bool{true, false, true, false} {
 		want := 100.0
 		if slow {
 			want = 300
 		}
-		assert.InDelta(t, want, stepMs(rank), want*0.051, "rank %d", rank)
+		assert.InDelta(t, want, spanMs(t, templates, rank, "megatron.train_step"), want*0.051, "rank %d", rank)
 	}
 }

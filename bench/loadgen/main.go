@@ -58,6 +58,7 @@ type options struct {
 	stepDuration   time.Duration
 	stragglers     int
 	straggleFactor float64
+	unsynchronised bool
 	startIteration int
 	seed           uint64
 	headers        headerFlag
@@ -128,8 +129,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.rankKeys, "rank-keys", "nv", `rank attribute spelling: "nv" (nv.dl.rank, ...), "dl" (older dl.rank, ...), "mixed" (alternating, every third rank as strings)`)
 	fs.IntVar(&o.extraAttrs, "extra-attrs", 0, "extra string attributes on every span, data point or log record")
 	fs.DurationVar(&o.stepDuration, "step-duration", time.Second, "duration of one train step (timestamps are synthetic; the last step of a request ends at send time)")
-	fs.IntVar(&o.stragglers, "stragglers", 0, "ranks whose steps are -straggle-factor times longer")
-	fs.Float64Var(&o.straggleFactor, "straggle-factor", 3, "step-duration factor of straggling ranks")
+	fs.IntVar(&o.stragglers, "stragglers", 0, "ranks whose compute (megatron.forward_backward) is -straggle-factor times longer; the others wait for them in grad sync")
+	fs.Float64Var(&o.straggleFactor, "straggle-factor", 3, "compute factor of straggling ranks")
+	fs.BoolVar(&o.unsynchronised, "unsynchronised", false, "steps of different ranks are independent (a straggler's whole step is longer) instead of synchronous data parallelism")
 	fs.IntVar(&o.startIteration, "start-iteration", 1, "megatron.iteration of the first step")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of ids and jitter (same seed, same data)")
 	fs.Var(o.headers, "header", "extra request header key=value (repeatable)")
@@ -231,6 +233,7 @@ func (o options) job() job {
 		stepDuration:   o.stepDuration,
 		stragglers:     o.stragglers,
 		straggleFactor: o.straggleFactor,
+		unsynchronised: o.unsynchronised,
 		traceScope:     o.traceScope,
 		rankKeys:       o.rankKeys,
 		extraAttrs:     o.extraAttrs,
