@@ -244,7 +244,7 @@ func renderReport(t *testing.T, in reportInput) string {
 		w("build: the harness (`bench/scenarios_test.go`) already holds its load, baseline and phases.\n\n")
 	}
 
-	w("## Goals (issue 10)\n\n| goal | where we stand |\n|---|---|\n")
+	w("## Goals\n\n| goal | where we stand |\n|---|---|\n")
 	for _, g := range goals(byName) {
 		w("| %s | %s |\n", g[0], g[1])
 	}

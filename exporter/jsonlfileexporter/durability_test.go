@@ -206,4 +206,3 @@ func TestRecentPathsForgetQuietPaths(t *testing.T) {
 	unbounded := newRecentPaths(0)
 	require.True(t, unbounded.admit("anything", t0), "0 disables the bound")
 }
-
