@@ -121,7 +121,7 @@ func installTelemetrygen(t *testing.T) (string, error) {
 
 var tracesGenerated = regexp.MustCompile(`traces generated.*"traces": (\d+)`)
 
-// runTelemetrygen runs telemetrygen as issue 10 and REFERENCE.md §6 describe
+// runTelemetrygen runs telemetrygen as bench/README.md describes
 // and returns its elapsed seconds, the spans it claims (two per trace: a
 // parent and one child) and its CPU seconds.
 func runTelemetrygen(bin, endpoint string, length time.Duration) (float64, float64, float64, error) {

@@ -164,7 +164,7 @@ func renderReport(t *testing.T, in reportInput) string {
 	w("\n\n")
 
 	w("## Method\n\n")
-	w("- Load: `bench/loadgen` over OTLP/gRPC, NeMo Lens-shaped (REFERENCE.md §1): one resource per rank with the\n")
+	w("- Load: `bench/loadgen` over OTLP/gRPC, NeMo Lens-shaped (bench/README.md, \"What a rank sends\"): one resource per rank with the\n")
 	w("  rank, run, SLURM and W&B attributes; a `megatron.train_step` subtree of 20 spans per step; 500 spans (25 steps)\n")
 	w("  per request; 4 connections, 8 requests in flight. Span ids, timestamps and `megatron.iteration` change on every replay.\n")
 	w("- *saturation*: as fast as the collector answers; *100k/s*, *10k/s*: paced to that many spans per second.\n")
@@ -191,7 +191,7 @@ func renderReport(t *testing.T, in reportInput) string {
 			lg, tg := in.generators[0], in.generators[1]
 			w("\nbench/loadgen gets **%s** the spans/s of telemetrygen through the same collector, at **1/%s** of its CPU per span\n",
 				ratio(lg.SpansPerSecond, tg.SpansPerSecond), num(tg.CPUPerMillion/lg.CPUPerMillion))
-			w("(telemetrygen's own count includes the spans its SDK dropped; REFERENCE.md §6).\n")
+			w("(telemetrygen's own count includes the spans its SDK dropped before sending).\n")
 		}
 		w("\n")
 	}
@@ -226,7 +226,7 @@ func renderReport(t *testing.T, in reportInput) string {
 		w("\n")
 	}
 	table("Saturation", "saturation", "As many spans as the collector accepts. Higher spans/s and lower CPU-s / M spans are better.")
-	table("Fixed 100,000 spans/s", "100k/s", "The load of a 1,000-rank per-step run (REFERENCE.md §1). A scenario below 100,000 spans/s here cannot keep up.")
+	table("Fixed 100,000 spans/s", "100k/s", "The load of a 1,000-rank job tracing every step (over 100,000 spans/s). A scenario below 100,000 spans/s here cannot keep up.")
 	table("Fixed 10,000 spans/s", "10k/s", "The contrib testbed's budget for 10k spans/s OTLP is 20% of a core and 100 MiB.")
 
 	var pendingRows []scenarioResult

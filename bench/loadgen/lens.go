@@ -31,7 +31,7 @@ const iterationPlaceholder = 1 << 28
 const gpusPerNode = 8
 
 // metricsPerStep is the number of data points a rank reports per step: the
-// Megatron metrics of REFERENCE.md §1, one point each.
+// Megatron-LM's training metrics (bench/README.md, "What a rank sends"), one point each.
 const metricsPerStep = 8
 
 // job describes the synthetic training job whose telemetry is replayed.
@@ -178,7 +178,8 @@ func (j job) computeShare(rank int) float64 {
 	return fullCompute / max(j.straggleFactor, 1)
 }
 
-// resource fills the resource attributes one NeMo Lens rank sets (REFERENCE.md §1).
+// resource fills the resource attributes one NeMo Lens rank sets (bench/README.md,
+// "What a rank sends").
 func (j job) resource(rank int, attrs pcommon.Map) {
 	_, _, _, dp := j.topology(rank)
 	legacy := j.rankKeys == "dl" || (j.rankKeys == "mixed" && rank%2 == 1)

@@ -19,7 +19,7 @@ import (
 )
 
 // lensResource is the resource of one Megatron rank on Kubernetes as NeMo
-// Lens sends it (REFERENCE.md §1), with runID as its nemo.run.id ("" for none).
+// Lens sends it (bench/README.md, "What a rank sends"), with runID as its nemo.run.id ("" for none).
 func lensResource(runID string, rank int) map[string]any {
 	m := map[string]any{
 		"service.name":              "megatron",

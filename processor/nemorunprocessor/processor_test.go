@@ -138,7 +138,7 @@ func TestWandbIdentity(t *testing.T) {
 }
 
 // knownSenderKeys are the resource attributes NeMo Lens, Megatron-LM and
-// NeMo-RL ranks send (REFERENCE.md §1) plus the span attributes Weave reads.
+// NeMo-RL ranks send (bench/README.md, "What a rank sends") plus the span attributes Weave reads.
 var knownSenderKeys = []string{
 	"service.name", "service.instance.id", "nemo.run.id", "nemo.user.id", "nemo.span.truncated",
 	"wandb.entity", "wandb.project", "wandb.wb_run_id", "wandb.wb_run_step", "wandb.display_name",
