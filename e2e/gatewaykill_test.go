@@ -166,11 +166,7 @@ func TestScaleOutGatewayKilledMidStream(t *testing.T) {
 			if n != sent[run] {
 				t.Errorf("%s: acknowledged to the ranks %s, found %s distinct", run, describe(sent[run]), describe(n))
 			}
-			duplicates = duplicates.Add(lensemu.Result{
-				Spans:      lines.total[run].Spans - n.Spans,
-				DataPoints: lines.total[run].DataPoints - n.DataPoints,
-				LogRecords: lines.total[run].LogRecords - n.LogRecords,
-			})
+			duplicates = duplicates.Add(lines.total[run].Sub(n))
 		}
 	}
 	var afterFound int64

@@ -119,6 +119,11 @@ func (r Result) Add(o Result) Result {
 	return Result{Spans: r.Spans + o.Spans, DataPoints: r.DataPoints + o.DataPoints, LogRecords: r.LogRecords + o.LogRecords}
 }
 
+// Sub returns r minus o, signal by signal.
+func (r Result) Sub(o Result) Result {
+	return Result{Spans: r.Spans - o.Spans, DataPoints: r.DataPoints - o.DataPoints, LogRecords: r.LogRecords - o.LogRecords}
+}
+
 func (r *Rank) defaults() {
 	if r.Protocol == "" {
 		r.Protocol = GRPC
