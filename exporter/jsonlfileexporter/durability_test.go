@@ -206,3 +206,21 @@ func TestRecentPathsForgetQuietPaths(t *testing.T) {
 	unbounded := newRecentPaths(0)
 	require.True(t, unbounded.admit("anything", t0), "0 disables the bound")
 }
+
+// TestStartRepairsCutLastLinesOfFilesNotWrittenAgain: a kill can cut a
+// file's last line mid-write; the next start removes that line even from a
+// file this run never writes to (here: a run that has ended).
+func TestStartRepairsCutLastLinesOfFilesNotWrittenAgain(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run-ended", "traces.jsonl")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o750))
+	require.NoError(t, os.WriteFile(path, []byte("{\"a\":1}\n{\"a\":2}\n{\"a\":"), 0o640))
+	cfg := testConfig(dir)
+	cfg.TracesPath = "{nemo.run.id}/traces.jsonl"
+	te := startExporters(t, cfg, nopSettings())
+	te.shutdown()
+	assert.Equal(t, 2, countLines(t, path))
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "{\"a\":1}\n{\"a\":2}\n", string(raw))
+}

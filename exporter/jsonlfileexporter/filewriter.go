@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -199,9 +200,49 @@ func (w *fileWriter) fileName(rel string) string {
 	return p
 }
 
-// start begins the periodic flush.
+// start repairs the files an earlier run left and begins the periodic flush.
 func (w *fileWriter) start() {
-	w.startOnce.Do(w.runFlushLoop)
+	w.startOnce.Do(func() {
+		w.repairExisting()
+		w.runFlushLoop()
+	})
+}
+
+// repairExisting removes the cut last line that a kill in the middle of a
+// write may have left in a plain .jsonl file under the directory, so that
+// files this run never writes to again hold complete lines too (a file it
+// writes to is also repaired when opened). Such a line holds only records
+// that were not acknowledged. Compressed files are moved aside when
+// reopened instead, and without append every file is truncated anyway.
+func (w *fileWriter) repairExisting() {
+	if w.comp != nil || !w.set.appendMode {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_ = filepath.WalkDir(w.set.directory, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && filepath.Ext(path) == ".jsonl" {
+			w.repairFile(path)
+		}
+		return nil
+	})
+}
+
+func (w *fileWriter) repairFile(path string) {
+	// O_APPEND: repairTail may terminate a foreign file's last line.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		w.logger.Warn("Cannot check the end of an existing file", zap.String("path", path), zap.Error(err))
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return
+	}
+	if _, err := w.repairTail(f, path, st.Size()); err != nil {
+		w.logger.Warn("Cannot repair the end of an existing file", zap.String("path", path), zap.Error(err))
+	}
 }
 
 func (w *fileWriter) runFlushLoop() {
@@ -235,9 +276,9 @@ func (w *fileWriter) write(rel, overflow string, data []byte, records int, tel *
 	if w.closed {
 		return consumererror.NewPermanent(errors.New("jsonl_file exporter is shut down"))
 	}
-	if !w.paths.admit(rel, w.now()) {
+	if now := w.now(); !w.paths.admit(rel, now) {
 		tel.overflowed(records)
-		if now := w.now(); now.Sub(w.lastOverflowLog) >= time.Minute {
+		if now.Sub(w.lastOverflowLog) >= time.Minute {
 			w.lastOverflowLog = now
 			w.logger.Warn("More distinct files than max_distinct_paths within an hour: writing the records of new paths to the overflow file. "+
 				"If these are real runs, raise max_distinct_paths; if a sender invents run ids, fix the sender",
