@@ -121,6 +121,11 @@ func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	}
 	th := b.thresholds
 	th.MaxRanks -= len(dec.kept)
+	lastKept := 0
+	if cause == decidedAtWait && st.prior == nil {
+		lastKept = b.keepLastToReport(st, dec, th.MaxRanks, t)
+		th.MaxRanks -= lastKept
+	}
 	picked := th.Select(candidates)
 	dec.kept = append(dec.kept, picked...)
 	b.scores = scores
@@ -147,7 +152,7 @@ func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	}
 	st.ranks = nil
 	b.decided.put(st.key, dec)
-	t.stragglersKept += int64(len(picked))
+	t.stragglersKept += int64(len(picked) + lastKept)
 	if st.prior != nil || heldRanks == 0 {
 		return // a reopened step was counted when first decided
 	}

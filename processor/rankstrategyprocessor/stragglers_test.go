@@ -218,6 +218,60 @@ func TestStragglersMissingAndLateRanks(t *testing.T) {
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
 }
 
+// A rank that is the last to report a step, its step span still missing
+// when decision_wait ends, is kept with what arrived of it (scores of 0), in
+// both trace shapes, and its step span too when it comes late. When more
+// ranks are missing than max_ranks_per_step has room for (a lost node, not a
+// straggler), they are only counted.
+func TestStragglersKeepLastToReport(t *testing.T) {
+	for _, roots := range []bool{false, true} {
+		t.Run(fmt.Sprintf("steps_are_roots=%v", roots), func(t *testing.T) {
+			h := newStragglerHarness(t, nil, nil)
+			run := newTrainingRun(16)
+			run.stepsAreRoots = roots
+			children := endOrder[:len(endOrder)-1] // every span but the step span (n=0)
+			send := func(it int64, lastToReport ...int64) {
+				timing := run.timing(nil)
+				for rank := range run.worldSize {
+					ns := endOrder
+					if slices.Contains(lastToReport, rank) {
+						ns = children
+					}
+					h.consume(t, run.batch(rank, it, timing(rank), ns...))
+				}
+			}
+			// Step 1: rank 5 alone has not sent its step span.
+			send(1, 5)
+			h.clock.Advance(10 * time.Second)
+			assert.Equal(t, int64(1), h.total(t, "stragglers_ranks_missing"))
+			h.consume(t, run.batch(5, 1, run.timing(nil)(5), 0))
+			// Step 2: five ranks without their step span, one more than
+			// max_ranks_per_step (4).
+			send(2, 1, 2, 3, 4, 5)
+			h.clock.Advance(10 * time.Second)
+			assert.Equal(t, int64(6), h.total(t, "stragglers_ranks_missing"))
+			h.clock.Advance(10 * time.Second)
+
+			got := outputSpans(t, h.sink.AllTraces())
+			var want []string
+			want = append(want, wholeStep(15, 1, "")...)
+			want = append(want, wholeStep(15, 2, "")...)
+			want = append(want, wholeStep(5, 1, "straggler")...)
+			sort.Strings(want)
+			assert.Equal(t, want, describe(got), "rank 5 kept whole on step 1, its step span late; nothing of step 2's five")
+			for _, o := range got {
+				if o.rank == 5 {
+					assert.True(t, o.hasRelative && o.hasIndiv, "%s carries scores", o)
+					assert.Zero(t, o.relative, "%s", o)
+					assert.Zero(t, o.individual, "%s", o)
+				}
+			}
+			assert.Equal(t, int64(1), h.total(t, "stragglers_kept"))
+			assert.Zero(t, h.total(t, "stragglers_spans_held"))
+		})
+	}
+}
+
 // The individual score finds a rank that slows down against its own past
 // when the relative score cannot: on step 3 every rank is 1.3x slower (a
 // harder batch) and rank 2 is 1.7x slower, within 0.7 of the step's fastest

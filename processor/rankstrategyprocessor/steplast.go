@@ -1,0 +1,82 @@
+package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
+
+import (
+	"hash/maphash"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+// keepLastToReport keeps what arrived of the ranks that had not reported a
+// step by the end of its decision_wait, when they are the last to report:
+// every other rank of the world reported and they are at most the room
+// max_ranks_per_step leaves. A rank that is that late is the step's worst
+// straggler (a rank lost, hung or cut off leaves its step unreported), so it
+// comes before the ranks that reported, with scores of 0. More ranks missing
+// than that is a lost node or collector, not a straggler: they are counted
+// (ranks_missing), and nothing of them is kept.
+//
+// Without its step span a rank's spans never found their step (the step
+// span ties them), so they are taken from the rank's pending spans: those of
+// a dropped rank that start within the step as the other ranks reported it.
+// A step span that arrives later reopens the step and is kept with the rest.
+// It returns the ranks kept; call with mu held.
+func (b *stragglerBuffer) keepLastToReport(st *openStep, dec *stepDecision, room int, t *tally) int {
+	missing := st.worldSize - st.reported
+	if st.reported == 0 || missing <= 0 || missing > int64(room) {
+		return 0
+	}
+	from, to, ok := reportedWindow(st)
+	if !ok {
+		return 0
+	}
+	kept := 0
+	for rank := range st.worldSize {
+		if rs := st.ranks[rank]; rs != nil && rs.reported {
+			continue
+		}
+		owner := maphash.Comparable(b.seed, [2]uint64{st.key.group, uint64(rank)})
+		state := b.ranks[owner]
+		if state == nil {
+			continue
+		}
+		score := stepbusy.Score{Rank: rank, Busy: -1}
+		left := state.unresolved[:0]
+		found := false
+		for _, ref := range state.unresolved {
+			iv := spanInterval(ref.span)
+			if ref.ghost || iv.Start < from || iv.Start > to {
+				left = append(left, ref)
+				continue
+			}
+			b.emit(ref, score, t)
+			found = true
+		}
+		clear(state.unresolved[len(left):])
+		state.unresolved = left
+		if found {
+			dec.kept = append(dec.kept, score)
+			kept++
+		}
+	}
+	return kept
+}
+
+// reportedWindow is the time the reporting ranks' step spans cover, from the
+// earliest start to the latest end, widened by a tenth of it on each side
+// for the clocks of different hosts.
+func reportedWindow(st *openStep) (from, to int64, ok bool) {
+	for _, rs := range st.ranks {
+		if !rs.reported {
+			continue
+		}
+		if !ok || rs.start < from {
+			from = rs.start
+		}
+		if !ok || rs.end > to {
+			to = rs.end
+		}
+		ok = true
+	}
+	slack := (to - from) / 10
+	return from - slack, to + slack, ok && to > from
+}
