@@ -1,0 +1,60 @@
+package stepbusy
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestTimelinePlace(t *testing.T) {
+	tl := NewTimeline[int](8)
+	_, p := tl.Place(1, 50)
+	assert.Equal(t, Unknown, p, "nothing known of the rank")
+
+	tl.Add(1, 7, 100, 200)
+	it, p := tl.Place(1, 100)
+	assert.Equal(t, InStep, p)
+	assert.Equal(t, int64(7), it)
+	it, p = tl.Place(1, 200)
+	assert.Equal(t, InStep, p, "the step span's end is in the step")
+	assert.Equal(t, int64(7), it)
+	_, p = tl.Place(1, 250)
+	assert.Equal(t, Unknown, p, "after the last step seen: its step may still come")
+	_, p = tl.Place(1, 50)
+	assert.Equal(t, Outside, p, "before a step, covered by none: a job span")
+
+	tl.Add(1, 8, 300, 400)
+	_, p = tl.Place(1, 250)
+	assert.Equal(t, Outside, p, "between two steps: a checkpoint")
+	_, p = tl.Place(2, 350)
+	assert.Equal(t, Unknown, p, "ranks are apart")
+
+	tl.Add(1, 9, 500, 400)
+	_, p = tl.Place(1, 450)
+	assert.Equal(t, Unknown, p, "a step span ending before it starts is ignored")
+}
+
+func TestTimelineRemembersRecentSteps(t *testing.T) {
+	tl := NewTimeline[int](8)
+	for it := int64(0); it < 10; it++ {
+		tl.Add(1, it, it*100, it*100+90)
+	}
+	it, p := tl.Place(1, 950)
+	assert.Equal(t, InStep, p)
+	assert.Equal(t, int64(9), it)
+	it, p = tl.Place(1, 650)
+	assert.Equal(t, InStep, p, "the last four steps are known")
+	assert.Equal(t, int64(6), it)
+	_, p = tl.Place(1, 550)
+	assert.Equal(t, Outside, p, "older steps are forgotten: Outside, not Unknown, so nothing waits for them")
+}
+
+func TestTimelineBoundsRanks(t *testing.T) {
+	tl := NewTimeline[int](4)
+	for r := range 100 {
+		tl.Add(r, 1, 0, 10)
+	}
+	assert.LessOrEqual(t, tl.Len(), 8)
+	_, p := tl.Place(99, 5)
+	assert.Equal(t, InStep, p, "recent ranks are kept")
+}
