@@ -229,7 +229,8 @@ func TestFanoutPreset(t *testing.T) {
 }
 
 // sendExtraSpans sends, as rank 0 of the job, spans the emulator does not
-// make: two health checks (one caught by its name, one by its route) and a
+// make: four health checks (caught by name, by route, by the page's exact
+// name, by path) and a
 // checkpoint span carrying user.email as a span attribute. It returns each
 // span name and whether the preset must keep it.
 func sendExtraSpans(t *testing.T, endpoint string, res []attribute.KeyValue, email string) map[string]bool {
@@ -239,6 +240,14 @@ func sendExtraSpans(t *testing.T, endpoint string, res []attribute.KeyValue, ema
 		"GET /health": {
 			attribute.String("http.route", "/health"),
 			attribute.String("url.path", "/health"),
+			attribute.String("http.request.method", "GET"),
+		},
+		// The NeMo Lens page's own example, caught by its name alone.
+		"GET /healthz": nil,
+		// A probe named by its method only (HTTP semantic conventions
+		// without a route), caught by its path.
+		"GET": {
+			attribute.String("url.path", "/readyz"),
 			attribute.String("http.request.method", "GET"),
 		},
 		"megatron.save_checkpoint": {

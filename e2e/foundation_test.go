@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +122,48 @@ func TestComponentsMatchManifest(t *testing.T) {
 				t.Errorf("%s: manifest module %q is not in `otelcol-nemo components` (have %v)", kind, gomod, modules)
 			}
 		}
+	}
+}
+
+// TestValidateRefusesExportersThatCannotDeliver runs the NeMo Lens page's own
+// snippets that load but never deliver through `validate`: its
+// multi-backend otlphttp/wandb (a full URL in `endpoint`: 404), its file
+// example's `jaeger` exporter (removed from the collector), and an exporter
+// aimed at the collector's own receiver. Each fails naming the fix.
+func TestValidateRefusesExportersThatCannotDeliver(t *testing.T) {
+	base := `
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:4317
+      http:
+        endpoint: 127.0.0.1:4318
+exporters:
+%s
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [%s]
+`
+	for name, tc := range map[string]struct{ exporter, id, want string }{
+		"full URL in endpoint": {"  otlphttp/wandb:\n    endpoint: https://trace.wandb.ai/otel/v1/traces\n    headers: {wandb-api-key: x}", "otlphttp/wandb", "traces_endpoint"},
+		"jaeger exporter":      {"  jaeger:\n    endpoint: jaeger:14250", "jaeger", "otlp_grpc"},
+		"own receiver":         {"  otlp_http/backend:\n    endpoint: http://localhost:4318", "otlp_http/backend", "own OTLP receiver"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(fmt.Sprintf(base, tc.exporter, tc.id)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := testcollector.Run(t, nil, "validate", "--config="+path)
+			if err == nil {
+				t.Fatalf("validate accepted an exporter that cannot deliver:\n%s", out)
+			}
+			if !strings.Contains(out, "exporters::"+tc.id) || !strings.Contains(out, tc.want) {
+				t.Fatalf("validate's message does not name exporters::%s and the fix %q:\n%s", tc.id, tc.want, out)
+			}
+		})
 	}
 }

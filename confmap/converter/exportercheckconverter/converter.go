@@ -1,0 +1,165 @@
+// Package exportercheckconverter refuses, when a config is loaded (so both
+// `otelcol-nemo validate` and the start fail), exporter settings that the
+// collector accepts but that can never deliver anything:
+//
+//   - an otlp_http (otlphttp) exporter whose `endpoint` already ends in
+//     /v1/traces, /v1/metrics or /v1/logs: the exporter appends the signal's
+//     path to `endpoint`, so it sends to .../v1/traces/v1/traces and every
+//     request gets a 404. The per-signal `traces_endpoint` (and
+//     `metrics_endpoint`, `logs_endpoint`) is sent as written;
+//   - a `jaeger` exporter: it was removed from the collector, since Jaeger
+//     receives OTLP itself; the otlp_grpc exporter replaces it;
+//   - an OTLP exporter whose endpoint is this collector's own OTLP receiver:
+//     every item would loop back into the collector forever. It happens when
+//     a preset reads the job's OTEL_EXPORTER_OTLP_ENDPOINT in a shell shared
+//     with the training job.
+//
+// The collector's own config validation cannot see these: the values are
+// well-formed. A converter runs on every config the binary loads, presets,
+// overlays and user files alike, after ${...} references are expanded.
+package exportercheckconverter // import "github.com/nemo-lens/otelcol-nemo/confmap/converter/exportercheckconverter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+
+	"go.opentelemetry.io/collector/confmap"
+)
+
+type converter struct{}
+
+// NewFactory returns the factory of the converter.
+func NewFactory() confmap.ConverterFactory {
+	return confmap.NewConverterFactory(func(confmap.ConverterSettings) confmap.Converter { return converter{} })
+}
+
+func (converter) Convert(_ context.Context, conf *confmap.Conf) error {
+	exporters, _ := conf.Get("exporters").(map[string]any)
+	own := ownEndpoints(conf)
+	var errs []error
+	for _, id := range sortedKeys(exporters) {
+		cfg, _ := exporters[id].(map[string]any)
+		typ, _, _ := strings.Cut(id, "/")
+		switch typ {
+		case "jaeger", "jaeger_thrift":
+			errs = append(errs, fmt.Errorf("exporters::%s: the collector has no %s exporter any more: Jaeger receives OTLP itself. "+
+				"Use an otlp_grpc exporter instead, e.g. `otlp_grpc/jaeger: {endpoint: jaeger:4317, tls: {insecure: true}}`", id, typ))
+		case "otlphttp", "otlp_http":
+			errs = append(errs, checkHTTPEndpoint(id, cfg)...)
+			errs = append(errs, checkLoop(id, cfg, own, "http")...)
+		case "otlp", "otlp_grpc":
+			errs = append(errs, checkLoop(id, cfg, own, "grpc")...)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var signalPaths = []string{"traces", "metrics", "logs"}
+
+func checkHTTPEndpoint(id string, cfg map[string]any) []error {
+	endpoint, _ := cfg["endpoint"].(string)
+	trimmed := strings.TrimRight(endpoint, "/")
+	for _, signal := range signalPaths {
+		if strings.HasSuffix(trimmed, "/v1/"+signal) {
+			base := strings.TrimSuffix(trimmed, "/v1/"+signal)
+			return []error{fmt.Errorf("exporters::%s::endpoint %q already ends in /v1/%s, and the exporter appends /v1/<signal> to `endpoint`: "+
+				"it would send to %s/v1/%s and get 404. Set `%s_endpoint: %q` (sent as written) instead of `endpoint`, or `endpoint: %q`",
+				id, endpoint, signal, trimmed, signal, signal, endpoint, base)}
+		}
+	}
+	return nil
+}
+
+// ownEndpoints are the host:port pairs the otlp receivers listen on, by
+// protocol (grpc, http).
+func ownEndpoints(conf *confmap.Conf) map[string][]string {
+	own := map[string][]string{}
+	receivers, _ := conf.Get("receivers").(map[string]any)
+	for id, raw := range receivers {
+		if typ, _, _ := strings.Cut(id, "/"); typ != "otlp" {
+			continue
+		}
+		cfg, _ := raw.(map[string]any)
+		protocols, _ := cfg["protocols"].(map[string]any)
+		for _, proto := range []string{"grpc", "http"} {
+			if p, ok := protocols[proto].(map[string]any); ok {
+				if ep, _ := p["endpoint"].(string); ep != "" {
+					own[proto] = append(own[proto], ep)
+				}
+			}
+		}
+	}
+	return own
+}
+
+func checkLoop(id string, cfg map[string]any, own map[string][]string, proto string) []error {
+	var endpoints []string
+	for _, key := range []string{"endpoint", "traces_endpoint", "metrics_endpoint", "logs_endpoint"} {
+		if ep, _ := cfg[key].(string); ep != "" {
+			endpoints = append(endpoints, ep)
+		}
+	}
+	for _, ep := range endpoints {
+		host, port, ok := hostPort(ep)
+		if !ok {
+			continue
+		}
+		for _, recv := range own[proto] {
+			rhost, rport, ok := hostPort(recv)
+			if ok && port == rport && sameHost(host, rhost) {
+				return []error{fmt.Errorf("exporters::%s: endpoint %q is this collector's own OTLP receiver (%s): everything it exports would come back in. "+
+					"Point it at the backend; if the value came from OTEL_EXPORTER_OTLP_ENDPOINT, that is the training job's variable for reaching this collector: "+
+					"use the preset's own variable instead", id, ep, recv)}
+			}
+		}
+	}
+	return nil
+}
+
+// hostPort reads "host:port" or a URL; the port defaults to the scheme's.
+func hostPort(endpoint string) (string, string, bool) {
+	if strings.Contains(endpoint, "://") {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Host == "" {
+			return "", "", false
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		return u.Hostname(), port, port != ""
+	}
+	host, port, err := net.SplitHostPort(endpoint)
+	return host, port, err == nil
+}
+
+// sameHost: a receiver on a wildcard address or a loopback name answers any
+// loopback address.
+func sameHost(exporterHost, receiverHost string) bool {
+	if exporterHost == receiverHost {
+		return true
+	}
+	return isLocal(exporterHost) && (isLocal(receiverHost) || receiverHost == "" || receiverHost == "0.0.0.0" || receiverHost == "::")
+}
+
+func isLocal(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
