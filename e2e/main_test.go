@@ -28,7 +28,7 @@ func testEnv(t *testing.T) map[string]string {
 		"NEMO_RANK_STRATEGY":          "all_ranks",
 		"NEMO_QUEUE_DIR":              t.TempDir(),
 		"HONEYCOMB_API_KEY":           "test-honeycomb-key-0123456789abcdef",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+		"OTLP_BACKEND_ENDPOINT":       "127.0.0.1:9",
 		"OTLP_BEARER_TOKEN":           "test-bearer-token",
 		"WANDB_API_KEY":               "test-wandb-key",
 		"GATEWAY_ENDPOINTS":           "[127.0.0.1:4317]", // configs/agent.yaml; validate does not connect

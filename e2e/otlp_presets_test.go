@@ -68,9 +68,11 @@ func TestHoneycombPreset(t *testing.T) {
 	}
 }
 
-// TestOTLPPreset runs configs/otlp.yaml with the SDK's variables: a base
-// endpoint (paths appended), a per-signal traces endpoint (used verbatim) and
-// OTEL_EXPORTER_OTLP_HEADERS.
+// TestOTLPPreset runs configs/otlp.yaml over http/protobuf with its own
+// variables, every signal switched on: a base endpoint (paths appended), a
+// per-signal traces endpoint (used verbatim) and headers in the
+// OTEL_EXPORTER_OTLP_HEADERS format. The job's OTEL_EXPORTER_OTLP_ENDPOINT
+// in the collector's environment changes nothing.
 func TestOTLPPreset(t *testing.T) {
 	paths := map[string]string{
 		"/custom/traces-in": otlpsink.Traces,
@@ -82,10 +84,12 @@ func TestOTLPPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	env := testEnv(t)
-	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.URL + "/base"
-	env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = sink.URL + "/custom/traces-in"
-	env["OTEL_EXPORTER_OTLP_HEADERS"] = "Authorization=Bearer%20e2e-token,x-scope-orgid=tenant-7"
+	env := otlpBackendEnv(t, sink.URL+"/base")
+	env["OTLP_BACKEND_TRACES_ENDPOINT"] = sink.URL + "/custom/traces-in"
+	env["OTLP_BACKEND_HEADERS"] = "Authorization=Bearer%20e2e-token,x-scope-orgid=tenant-7"
+	env["OTLP_BACKEND_METRICS"] = "true"
+	env["OTLP_BACKEND_LOGS"] = "true"
+	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9" // the job's variable, in a shared shell
 	c := testcollector.Start(t, testcollector.Config(t, "otlp.yaml"), testcollector.Options{Env: env})
 	sent := runJob(t, mixedJob(c, "run-otlp", 4, 3))
 	waitFor(t, deliveryTimeout, "every item at the OTLP backend", func() bool { return sinkResult(sink) == sent })
@@ -98,5 +102,35 @@ func TestOTLPPreset(t *testing.T) {
 		if got := r.Header.Get("x-scope-orgid"); got != "tenant-7" {
 			t.Errorf("%s request: x-scope-orgid = %q", r.Signal, got)
 		}
+	}
+}
+
+// otlpBackendEnv is the test environment for configs/otlp.yaml over
+// http/protobuf to endpoint.
+func otlpBackendEnv(t *testing.T, endpoint string) map[string]string {
+	env := testEnv(t)
+	env["OTLP_BACKEND_PROTOCOL"] = "http/protobuf"
+	env["OTLP_BACKEND_ENDPOINT"] = endpoint
+	return env
+}
+
+// TestOTLPPresetTracesToJaeger runs configs/otlp.yaml as a Jaeger user would:
+// the defaults (gRPC, traces only) to a real Jaeger. Every span arrives, and
+// no metrics or logs request is ever made (Jaeger would refuse them forever).
+func TestOTLPPresetTracesToJaeger(t *testing.T) {
+	jaeger := startJaeger(t)
+	env := testEnv(t)
+	env["OTLP_BACKEND_ENDPOINT"] = jaeger.OTLPEndpoint
+	env["OTLP_BACKEND_INSECURE"] = "true"
+	env["NEMO_RANK_STRATEGY"] = "all_ranks"
+	c := testcollector.Start(t, testcollector.Config(t, "otlp.yaml"), testcollector.Options{Env: env})
+	sent := runJob(t, mixedJob(c, "run-otlp-jaeger", 4, 3))
+	waitFor(t, deliveryTimeout, "every span in Jaeger", func() bool { return int64(jaeger.SpanCount(t, "nemo")) >= sent.Spans })
+	c.Stop()
+	if got := jaeger.SpanCount(t, "nemo"); int64(got) != sent.Spans {
+		t.Errorf("Jaeger holds %d spans, %d acknowledged", got, sent.Spans)
+	}
+	if logs := c.Logs(); strings.Contains(logs, "Exporting failed") {
+		t.Errorf("an export failed (metrics or logs sent to a traces-only backend?):\n%s", logs)
 	}
 }

@@ -31,8 +31,8 @@ func TestOutageAndRestartLoseNothing(t *testing.T) {
 		return 0, nil, nil
 	})
 
-	env := testEnv(t)
-	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.URL
+	env := otlpBackendEnv(t, sink.URL)
+	env["OTLP_BACKEND_METRICS"], env["OTLP_BACKEND_LOGS"] = "true", "true"
 	preset := testcollector.Config(t, "otlp.yaml")
 	first := testcollector.Start(t, preset, testcollector.Options{Env: env})
 	sent := runJob(t, mixedJob(first, "run-outage", 4, 3))

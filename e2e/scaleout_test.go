@@ -333,7 +333,7 @@ func TestScaleOutDNSResolver(t *testing.T) {
 // TestScaleOutGatewayWithPresetExporter: a gateway that delivers with a
 // destination preset's exporter, as configs/gateway.yaml documents: the
 // preset first, gateway.yaml second, the pipelines' exporters named by
-// NEMO_GATEWAY_*_EXPORTERS. Here configs/otlp.yaml's otlp_http/backend, to a
+// NEMO_GATEWAY_*_EXPORTERS. Here configs/otlp.yaml's otlp_http/protobuf, to a
 // fake OTLP backend: every item the ranks had acknowledged arrives, and
 // nothing is written to the JSONL directory.
 func TestScaleOutGatewayWithPresetExporter(t *testing.T) {
@@ -343,10 +343,10 @@ func TestScaleOutGatewayWithPresetExporter(t *testing.T) {
 	}
 	defer sink.Close()
 	sink.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) { return 0, nil, nil })
-	env := testEnv(t)
-	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.URL
+	env := otlpBackendEnv(t, sink.URL)
+	env["OTLP_BACKEND_METRICS"], env["OTLP_BACKEND_LOGS"] = "true", "true"
 	for _, signal := range []string{"TRACES", "METRICS", "LOGS"} {
-		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[otlp_http/backend]"
+		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[otlp_http/protobuf]"
 	}
 	gw := testcollector.Start(t, testcollector.Config(t, "otlp.yaml"), testcollector.Options{
 		Env:  env,
@@ -593,9 +593,10 @@ func measureHopLatency(b *testing.B, loadgen string, rate int, viaAgent bool) (p
 		return 0, nil, nil
 	})
 	env := tierEnv(b)
-	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.URL
+	env["OTLP_BACKEND_PROTOCOL"], env["OTLP_BACKEND_ENDPOINT"] = "http/protobuf", sink.URL
+	env["OTLP_BACKEND_METRICS"], env["OTLP_BACKEND_LOGS"] = "true", "true"
 	for _, signal := range []string{"TRACES", "METRICS", "LOGS"} {
-		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[otlp_http/backend]"
+		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[otlp_http/protobuf]"
 	}
 	gw := testcollector.Start(b, testcollector.Config(b, "otlp.yaml"), testcollector.Options{
 		Env: env, Args: []string{"--config=" + testcollector.Config(b, "gateway.yaml")},
