@@ -53,7 +53,7 @@ type composeFile struct {
 }
 
 var composeFiles = []composeFile{
-	{name: "docker-compose.otel.yml", project: "otelcol-nemo", services: []string{"collector", "jaeger", "prometheus"}, config: presetDir + "collector.yaml"},
+	{name: "docker-compose.otel.yml", project: "otelcol-nemo", services: []string{"collector", "jaeger", "prometheus"}, config: presetDir + "jaeger.yaml"},
 	{name: "docker-compose.weave.yml", project: "otelcol-nemo-weave", services: []string{"collector"}, config: presetDir + "weave.yaml"},
 	{name: "docker-compose.honeycomb.yml", project: "otelcol-nemo-honeycomb", services: []string{"collector"}, config: presetDir + "honeycomb.yaml"},
 }
@@ -290,7 +290,7 @@ func TestComposeConfigTogglesNamePresets(t *testing.T) {
 				t.Errorf("configs/%s has no --config= toggle in docker-compose.otel.yml", filepath.Base(p))
 			}
 		}
-		for _, want := range []string{"file.yaml", "weave.yaml", "honeycomb.yaml", "fanout.yaml", "otlp.yaml", "secure.yaml"} {
+		for _, want := range []string{"file.yaml", "jaeger.yaml", "weave.yaml", "honeycomb.yaml", "fanout.yaml", "otlp.yaml", "secure.yaml"} {
 			if !offered[want] {
 				t.Errorf("docker-compose.otel.yml offers no toggle for %s", want)
 			}
