@@ -5,6 +5,7 @@
 #   otelcol-nemo         the static collector binary (_build/otelcol-nemo, from `make build`)
 #   healthcheck          the static health-check probe (docker/healthcheck, stdlib only)
 #   configs/*.yaml       the presets, installed as /etc/otel/<preset>.yaml
+#   configs/overlays/    overlays, installed as /etc/otel/overlays/<overlay>.yaml
 #   rootfs/etc/passwd, rootfs/etc/group   root and otelcol (uid/gid 10001)
 #   rootfs/etc/ssl/certs/ca-certificates.crt   this machine's CA bundle
 #   rootfs/tmp           an empty, world-writable /tmp
@@ -44,12 +45,13 @@ ls configs/*.yaml >/dev/null 2>&1 || die "no presets in configs/"
 
 start=$(date +%s)
 rm -rf "$CTX"
-mkdir -p "$CTX/configs" "$CTX/rootfs/etc/ssl/certs" "$CTX/rootfs/tmp" "$CTX/data/telemetry" "$CTX/data/queue"
+mkdir -p "$CTX/configs/overlays" "$CTX/rootfs/etc/ssl/certs" "$CTX/rootfs/tmp" "$CTX/data/telemetry" "$CTX/data/queue"
 
 cp "$BIN" "$CTX/otelcol-nemo"
 chmod 0755 "$CTX/otelcol-nemo"
 cp configs/*.yaml "$CTX/configs/"
-chmod 0644 "$CTX"/configs/*.yaml
+cp configs/overlays/*.yaml "$CTX/configs/overlays/"
+chmod 0644 "$CTX"/configs/*.yaml "$CTX"/configs/overlays/*.yaml
 cp "$CA_BUNDLE" "$CTX/rootfs/etc/ssl/certs/ca-certificates.crt"
 chmod 0644 "$CTX/rootfs/etc/ssl/certs/ca-certificates.crt"
 printf 'root:x:0:0:root:/root:/sbin/nologin\notelcol:x:%d:%d:otelcol-nemo:/data:/sbin/nologin\n' \
