@@ -27,7 +27,7 @@ const (
 
 // defaultMaxOpenRankSteps holds a 10,000-rank job's steps for 100 steps
 // (ten steps a second over decision_wait, while one rank is missing), about
-// 150 MB at the bytes per rank step README.md gives.
+// 160 MB at the ~160 bytes per open rank step README.md gives.
 const defaultMaxOpenRankSteps = 1_000_000
 
 // defaultStepSpanNames are Megatron-LM's per-iteration spans in its first

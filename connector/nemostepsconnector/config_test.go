@@ -1,0 +1,91 @@
+package nemostepsconnector
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+
+	tests := []struct {
+		name    string
+		want    *Config
+		wantErr string
+	}{
+		{name: "", want: &Config{
+			StepSpanNames:       []string{"megatron.train_step", "megatron.train.iteration"},
+			IterationAttribute:  "megatron.iteration",
+			WaitSpans:           []string{"megatron.grad_sync.*", "megatron.p2p.recv_*", "megatron.pp.recv_*"},
+			RelativeThreshold:   0.7,
+			IndividualThreshold: 0.7,
+			History:             20,
+			DecisionWait:        10 * time.Second,
+			MaxOpenRankSteps:    1_000_000,
+			RankKeys:            []string{"nv.dl.rank", "dl.rank"},
+			WorldSizeKeys:       []string{"nv.dl.world_size", "dl.world_size"},
+			LocalRankKeys:       []string{"nv.dl.local_rank", "dl.local_rank"},
+			GroupKeys:           []string{"nemo.run.id", "rl.worker_group"},
+		}},
+		{name: "full", want: &Config{
+			StepSpanNames:       []string{"nemo_rl.train_step"},
+			IterationAttribute:  "nemo_rl.step",
+			WaitSpans:           []string{"nemo_rl.wait_for_peers", "torch.distributed.*"},
+			RelativeThreshold:   0.6,
+			IndividualThreshold: 0,
+			History:             50,
+			DecisionWait:        30 * time.Second,
+			Interval:            15 * time.Second,
+			MaxOpenRankSteps:    200_000,
+			RankKeys:            []string{"my.rank"},
+			WorldSizeKeys:       []string{},
+			LocalRankKeys:       []string{"my.local_rank"},
+			GroupKeys:           []string{"slurm.job.id"},
+		}},
+		{name: "bad_threshold", wantErr: "relative_threshold must be a score in [0,1] (the faster time over this rank's; 0 switches it off), got 1.5"},
+		{name: "bad_individual_threshold", wantErr: "individual_threshold must be a score in [0,1] (the faster time over this rank's; 0 switches it off), got -0.1"},
+		{name: "bad_wait_pattern", wantErr: `wait_spans: entry 0 ("megatron.*.recv"): "*" is only allowed at the end, as in "megatron.grad_sync.*"`},
+		{name: "match_everything", wantErr: `wait_spans: entry 0 ("*") would match every span`},
+		{name: "empty_step_names", wantErr: "step_span_names must list at least one span name, e.g. [megatron.train_step, megatron.train.iteration]"},
+		{name: "empty_step_name", wantErr: "step_span_names[1] must not be empty"},
+		{name: "negative_interval", wantErr: "interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long), got -1s"},
+		{name: "negative_decision_wait", wantErr: "decision_wait must be positive (a step is decided at the latest this long after its first step span), got -5s"},
+		{name: "zero_decision_wait", wantErr: "decision_wait must be positive"},
+		{name: "no_rank_keys", wantErr: "rank_keys must list at least one attribute key, e.g. [nv.dl.rank, dl.rank]"},
+		{name: "bad_limits", wantErr: "history must be at least 1 step, got 0\nmax_open_rank_steps must be at least 1, got 0"},
+		{name: "empty_iteration_attribute", wantErr: "iteration_attribute must not be empty; the default is megatron.iteration"},
+	}
+	for _, tt := range tests {
+		id := component.NewIDWithName(metadata.Type, tt.name)
+		t.Run(id.String(), func(t *testing.T) {
+			cfg := createDefaultConfig()
+			sub, err := cm.Sub(id.String())
+			require.NoError(t, err)
+			err = sub.Unmarshal(cfg)
+			if err == nil {
+				err = confmap.Validate(cfg)
+			}
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	require.NoError(t, createDefaultConfig().(*Config).Validate())
+}

@@ -1,0 +1,248 @@
+package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+// maxRememberedRanks bounds the ranks whose identity, pending waits, recent
+// steps (for tying waits to steps) and recent busy times (for the
+// individual score) are remembered: about twice this many, as in
+// rank_strategy.
+const maxRememberedRanks = 65536
+
+// maxRememberedRuns bounds the runs whose straggler counts are kept (about
+// twice this many); a run forgotten and seen again starts its count over,
+// with a new start time.
+const maxRememberedRuns = 4096
+
+// decidedCacheSize is how many decided steps are remembered so that a rank
+// whose step span comes after its step's decision is scored against the
+// ranks that came in time.
+const decidedCacheSize = 16384
+
+// stepsConnector records the step and wait spans of every rank, decides
+// each step when all its ranks reported or at decision_wait, and sends the
+// data points from its ticker. It is safe for concurrent use.
+//
+// The work is split by concern: this file runs the lifecycle and the
+// ticker; record.go reads spans; steps.go opens and decides steps;
+// aggregate.go turns decisions into points or interval aggregates; emit.go
+// builds the metrics; identity.go reads a rank's identity.
+type stepsConnector struct {
+	stepNames  []string
+	iterKey    string
+	waits      stepbusy.Patterns
+	thresholds stepbusy.Thresholds
+	wait       time.Duration
+	interval   time.Duration
+	maxOpen    int
+	id         identity
+	clock      clock
+	epoch      time.Time
+	logger     *zap.Logger
+	next       consumer.Metrics
+	tel        *telemetry
+
+	mu            sync.Mutex
+	closed        bool
+	ranks         *generations[rankKey, *rankState]
+	timeline      *stepbusy.Timeline[rankKey]
+	history       *stepbusy.History[rankKey]
+	open          map[stepKey]*openStep
+	queue         []*openStep // open steps, oldest first; decided ones are skipped
+	complete      []*openStep // open steps every rank reported, decided at the next tick
+	openRankSteps int
+	decided       decidedCache
+	runs          *generations[uint64, *runCount]
+	aggs          map[rankKey]*rankAgg
+	lastFlush     time.Duration
+	out           *pointWriter
+	scores        []stepbusy.Score // scratch, used under mu
+
+	stop   chan struct{}
+	done   chan struct{}
+	ticker ticker
+}
+
+var _ connector.Traces = (*stepsConnector)(nil)
+
+func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, clk clock) (*stepsConnector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("nemo_steps: %w", err)
+	}
+	waits, err := stepbusy.ParsePatterns(cfg.WaitSpans)
+	if err != nil {
+		return nil, fmt.Errorf("nemo_steps: wait_spans: %w", err)
+	}
+	tel, err := newTelemetry(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	return &stepsConnector{
+		stepNames:  slices.Clone(cfg.StepSpanNames),
+		iterKey:    cfg.IterationAttribute,
+		waits:      waits,
+		thresholds: stepbusy.Thresholds{Relative: cfg.RelativeThreshold, Individual: cfg.IndividualThreshold},
+		wait:       cfg.DecisionWait,
+		interval:   cfg.Interval,
+		maxOpen:    cfg.MaxOpenRankSteps,
+		id:         newIdentity(cfg),
+		clock:      clk,
+		epoch:      clk.Now(),
+		logger:     set.Logger,
+		next:       next,
+		tel:        tel,
+		ranks:      newGenerations[rankKey, *rankState](maxRememberedRanks),
+		timeline:   stepbusy.NewTimeline[rankKey](maxRememberedRanks),
+		history:    stepbusy.NewHistory[rankKey](cfg.History, maxRememberedRanks),
+		open:       make(map[stepKey]*openStep),
+		decided:    newDecidedCache(decidedCacheSize),
+		runs:       newGenerations[uint64, *runCount](maxRememberedRuns),
+		aggs:       make(map[rankKey]*rankAgg),
+		out:        newPointWriter(),
+	}, nil
+}
+
+// Capabilities: the connector only reads the traces.
+func (c *stepsConnector) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: false}
+}
+
+// now is the connector's monotonic time.
+func (c *stepsConnector) now() time.Duration { return c.clock.Now().Sub(c.epoch) }
+
+// Start starts the decision ticker.
+func (c *stepsConnector) Start(context.Context, component.Host) error {
+	c.ticker = c.clock.NewTicker(tickInterval(c.wait, c.interval))
+	c.stop = make(chan struct{})
+	c.done = make(chan struct{})
+	go c.run(c.ticker, c.stop, c.done)
+	return nil
+}
+
+func (c *stepsConnector) run(tk ticker, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tk.C():
+			c.tick(context.Background())
+		}
+	}
+}
+
+// ConsumeTraces records the batch's step and wait spans. It never holds or
+// changes the traces and never fails: the points go out from the ticker.
+func (c *stepsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	var t tally
+	now := c.now()
+	c.mu.Lock()
+	if !c.closed {
+		rss := td.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			c.recordResource(rss.At(i), now, &t)
+		}
+		c.enforceBudget(&t)
+	}
+	c.mu.Unlock()
+	c.tel.record(ctx, &t)
+	return nil
+}
+
+// tick decides the steps that are complete or whose wait is over, flushes
+// the interval when it is over, and sends the points.
+func (c *stepsConnector) tick(ctx context.Context) {
+	var t tally
+	md, n := c.decideDue(&t)
+	_ = c.send(ctx, md, n, &t)
+	c.tel.record(ctx, &t)
+}
+
+func (c *stepsConnector) decideDue(t *tally) (pmetric.Metrics, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for _, st := range c.complete {
+		if !st.decided {
+			c.decide(st, decidedComplete, t)
+		}
+	}
+	clear(c.complete)
+	c.complete = c.complete[:0]
+	for st := c.oldestOpen(); st != nil && st.created+c.wait <= now; st = c.oldestOpen() {
+		c.decide(c.popOldest(), decidedAtWait, t)
+	}
+	if c.interval > 0 && now-c.lastFlush >= c.interval {
+		c.flush()
+		c.lastFlush = now
+	}
+	return c.out.take()
+}
+
+// Shutdown stops the ticker, decides every open step with the ranks it
+// has, flushes the interval and sends the points before returning.
+func (c *stepsConnector) Shutdown(ctx context.Context) error {
+	if c.stop != nil {
+		close(c.stop)
+		<-c.done
+		c.ticker.Stop()
+		c.stop = nil
+	}
+	var t tally
+	md, n := c.drain(&t)
+	err := c.send(ctx, md, n, &t)
+	c.tel.record(ctx, &t)
+	c.tel.tb.Shutdown()
+	if err != nil {
+		return fmt.Errorf("nemo_steps: send step metrics at shutdown: %w", err)
+	}
+	return nil
+}
+
+func (c *stepsConnector) drain(t *tally) (pmetric.Metrics, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return pmetric.NewMetrics(), 0
+	}
+	c.closed = true
+	for st := c.oldestOpen(); st != nil; st = c.oldestOpen() {
+		c.decide(c.popOldest(), decidedAtShutdown, t)
+	}
+	c.complete = nil
+	if c.interval > 0 {
+		c.flush()
+	}
+	c.ranks.each(func(_ rankKey, st *rankState) {
+		t.skipped[skipPendingExpired] += int64(len(st.pending))
+		st.pending = nil
+	})
+	return c.out.take()
+}
+
+func (c *stepsConnector) send(ctx context.Context, md pmetric.Metrics, n int, t *tally) error {
+	if n == 0 {
+		return nil
+	}
+	if err := c.next.ConsumeMetrics(ctx, md); err != nil {
+		t.sendFailed += int64(n)
+		c.logger.Error("nemo_steps: the next consumer refused step metrics", zap.Int("data_points", n), zap.Error(err))
+		return err
+	}
+	t.dataPoints += int64(n)
+	return nil
+}

@@ -1,0 +1,389 @@
+package nemostepsconnector
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+var t0 = time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC)
+
+const (
+	computeTime   = 100 * time.Millisecond
+	syncTime      = 20 * time.Millisecond
+	optimizerTime = 30 * time.Millisecond
+)
+
+// syncJob is a synchronous data-parallel job: every rank's step starts and
+// ends together; slow[iteration] = rank computes 3x longer on that step,
+// so that all the others wait longer in the gradient sync.
+type syncJob struct {
+	run   string
+	world int64
+	slow  map[int64]int64
+}
+
+func (j syncJob) times(r, iteration int64) stepTimes {
+	st := stepTimes{start: t0.Add(time.Duration(iteration) * time.Second), compute: computeTime, slowest: computeTime, sync: syncTime, optimum: optimizerTime}
+	if slow, ok := j.slow[iteration]; ok {
+		st.slowest = 3 * computeTime
+		if slow == r {
+			st.compute = 3 * computeTime
+		}
+	}
+	return st
+}
+
+func (j syncJob) rank(r int64) rank { return rank{run: j.run, rank: r, worldSize: j.world, perNode: 8} }
+
+// batch is one iteration of the given ranks, one resource per rank.
+func (j syncJob) batch(stepName string, shape stepShape, iteration int64, withChildren, withStep bool, ranks ...int64) ptrace.Traces {
+	td := ptrace.NewTraces()
+	var ids uint64
+	for _, r := range ranks {
+		rs := td.ResourceSpans().AppendEmpty()
+		j.rank(r).resource(rs)
+		ids = uint64(r) << 32
+		appendStep(rs.ScopeSpans().AppendEmpty().Spans(), &ids, stepName, shape, iteration, j.times(r, iteration), withChildren, withStep)
+	}
+	return td
+}
+
+func allRanks(n int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(i)
+	}
+	return out
+}
+
+func ns(d time.Duration) float64 { return seconds(d.Nanoseconds()) }
+
+func TestSynchronousJob(t *testing.T) {
+	for _, stepName := range []string{"megatron.train_step", "megatron.train.iteration"} {
+		for _, shape := range []stepShape{childOfJob, ownRoot} {
+			t.Run(fmt.Sprintf("%s/shape%d", stepName, shape), func(t *testing.T) {
+				testSynchronousJob(t, stepName, shape)
+			})
+		}
+	}
+}
+
+func testSynchronousJob(t *testing.T, stepName string, shape stepShape) {
+	h := newHarness(t, nil)
+	job := syncJob{run: "run-a", world: 16, slow: map[int64]int64{3: 5}}
+	const iterations = 5
+	for it := int64(1); it <= iterations; it++ {
+		h.consume(job.batch(stepName, shape, it, true, true, allRanks(16)...))
+	}
+	assert.Empty(t, h.points(), "ConsumeTraces only records; points go out from the ticker")
+	h.clk.Advance(time.Second)
+
+	points := h.points()
+	require.Len(t, points, 16*iterations*numGauges+iterations)
+	idx := byMetricRank(points, "nv.dl.rank")
+	for r := range int64(16) {
+		for _, name := range []string{"nemo.step.duration", "nemo.step.busy_time", "nemo.step.wait_time", "nemo.step.relative_score", "nemo.step.individual_score"} {
+			require.Len(t, idx[name][r], iterations, "%s of rank %d: one point per step", name, r)
+		}
+		for i := range iterations {
+			it := int64(i + 1)
+			st := job.times(r, it)
+			end := pcommon.NewTimestampFromTime(st.start.Add(st.duration()))
+			busy := idx["nemo.step.busy_time"][r][i]
+			assert.Equal(t, ns(st.busy()), busy.value, "rank %d iteration %d: busy time is compute + optimizer", r, it)
+			assert.Equal(t, end, busy.ts, "stamped with the step span's end")
+			assert.Equal(t, ns(st.duration()), idx["nemo.step.duration"][r][i].value)
+			assert.Equal(t, ns(st.duration()-st.busy()), idx["nemo.step.wait_time"][r][i].value, "the longer gradient sync")
+
+			rel, ind := idx["nemo.step.relative_score"][r][i].value, idx["nemo.step.individual_score"][r][i].value
+			if r == 5 && it == 3 {
+				want := stepbusy.Round3(float64(computeTime+optimizerTime) / float64(3*computeTime+optimizerTime))
+				assert.Equal(t, want, rel)
+				assert.Less(t, rel, 0.7)
+				assert.Equal(t, want, ind, "against its own best recent step")
+			} else {
+				assert.Equal(t, 1.0, rel, "rank %d iteration %d", r, it)
+				assert.Equal(t, 1.0, ind, "rank %d iteration %d", r, it)
+			}
+		}
+	}
+
+	busy := idx["nemo.step.busy_time"][7][0]
+	assert.Equal(t, map[string]any{"nemo.run.id": "run-a", "nv.dl.rank": int64(7), "host.name": "node-0", "nv.dl.local_rank": int64(7)}, busy.attrs,
+		"identity only: no process.pid, no service.instance.id, no iteration")
+	assert.Equal(t, map[string]any{"service.name": "megatron"}, busy.resource)
+	assert.Equal(t, "s", busy.unit)
+	assert.Equal(t, "1", idx["nemo.step.relative_score"][7][0].unit)
+
+	counts := named(points, "nemo.step.stragglers")
+	require.Len(t, counts, iterations, "the run's count after every step")
+	var values []float64
+	for _, p := range counts {
+		values = append(values, p.value)
+		assert.True(t, p.sum)
+		assert.Equal(t, map[string]any{"nemo.run.id": "run-a"}, p.attrs)
+		assert.Equal(t, pcommon.NewTimestampFromTime(t0.Add(time.Second)), p.start, "from the first step counted")
+	}
+	assert.Equal(t, []float64{0, 0, 1, 1, 1}, values, "rank 5 on iteration 3 is the run's one straggler step")
+
+	metadatatest.AssertEqualConnectorNemoStepsStepsDecided(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: iterations, Attributes: attribute.NewSet(attribute.String("cause", "complete"))},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualConnectorNemoStepsDataPoints(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: int64(len(points))},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualConnectorNemoStepsOpenRankSteps(t, h.tel, []metricdata.DataPoint[int64]{{Value: 0}}, metricdatatest.IgnoreTimestamp())
+	h.shutdown()
+	assert.Len(t, h.points(), len(points), "nothing left at shutdown")
+}
+
+func TestWaitSpansInAnEarlierBatch(t *testing.T) {
+	h := newHarness(t, nil)
+	job := syncJob{run: "run-b", world: 4, slow: map[int64]int64{2: 1}}
+	// Children end first and are exported first: both steps' children in
+	// one batch, the step spans in the next.
+	children := ptrace.NewTraces()
+	job.batch("megatron.train_step", ownRoot, 1, true, false, allRanks(4)...).ResourceSpans().MoveAndAppendTo(children.ResourceSpans())
+	job.batch("megatron.train_step", ownRoot, 2, true, false, allRanks(4)...).ResourceSpans().MoveAndAppendTo(children.ResourceSpans())
+	h.consume(children)
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, false, true, allRanks(4)...))
+	h.consume(job.batch("megatron.train_step", ownRoot, 2, false, true, allRanks(4)...))
+	h.clk.Advance(time.Second)
+
+	idx := byMetricRank(h.points(), "nv.dl.rank")
+	for r := range int64(4) {
+		for i, it := range []int64{1, 2} {
+			assert.Equal(t, ns(job.times(r, it).busy()), idx["nemo.step.busy_time"][r][i].value, "rank %d iteration %d", r, it)
+		}
+	}
+	assert.Less(t, idx["nemo.step.relative_score"][1][1].value, 0.7, "rank 1 straggled on iteration 2")
+}
+
+func TestMissingRankDecidedAtDecisionWait(t *testing.T) {
+	h := newHarness(t, nil)
+	job := syncJob{run: "run-c", world: 4}
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, true, 0, 1, 2))
+	h.clk.Advance(time.Second)
+	assert.Empty(t, h.points(), "rank 3 may still come")
+	h.clk.Advance(9 * time.Second)
+
+	points := h.points()
+	assert.Len(t, points, 3*numGauges+1, "decided with the ranks that came")
+	metadatatest.AssertEqualConnectorNemoStepsStepsDecided(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("cause", "decision_wait"))},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualConnectorNemoStepsRanksMissing(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+
+	// Rank 3's step span comes late, its compute twice as long: it is
+	// scored against the ranks that came in time.
+	late := ptrace.NewTraces()
+	rs := late.ResourceSpans().AppendEmpty()
+	job.rank(3).resource(rs)
+	ids := uint64(99)
+	st := stepTimes{start: t0.Add(time.Second), compute: 2 * computeTime, slowest: 2 * computeTime, sync: syncTime, optimum: optimizerTime}
+	appendStep(rs.ScopeSpans().AppendEmpty().Spans(), &ids, "megatron.train_step", ownRoot, 1, st, true, true)
+	h.consume(late)
+	h.clk.Advance(time.Second)
+
+	idx := byMetricRank(h.points(), "nv.dl.rank")
+	require.Len(t, idx["nemo.step.busy_time"][3], 1)
+	assert.Equal(t, ns(st.busy()), idx["nemo.step.busy_time"][3][0].value)
+	assert.Equal(t, stepbusy.Round3(float64(computeTime+optimizerTime)/float64(2*computeTime+optimizerTime)), idx["nemo.step.relative_score"][3][0].value)
+	counts := named(h.points(), "nemo.step.stragglers")
+	assert.Equal(t, 1.0, counts[len(counts)-1].value, "the late rank was a straggler")
+	metadatatest.AssertEqualConnectorNemoStepsStepsDecided(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("cause", "decision_wait"))},
+	}, metricdatatest.IgnoreTimestamp())
+	h.shutdown()
+}
+
+func TestIntervalAggregation(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Interval = 30 * time.Second })
+	job := syncJob{run: "run-d", world: 4, slow: map[int64]int64{2: 1}}
+	for it := int64(1); it <= 3; it++ {
+		h.consume(job.batch("megatron.train_step", ownRoot, it, true, true, allRanks(4)...))
+	}
+	h.clk.Advance(time.Second)
+	assert.Empty(t, h.points(), "decided, but the interval is not over")
+	h.clk.Advance(29 * time.Second)
+
+	points := h.points()
+	require.Len(t, points, 4*numGauges*numVariants+1, "per rank and interval: last, min and max of each gauge, plus the run's count")
+	idx := byMetricRank(points, "nv.dl.rank")
+	normal, slow := ns(computeTime+optimizerTime), ns(3*computeTime+optimizerTime)
+	assert.Equal(t, normal, idx["nemo.step.busy_time"][1][0].value, "last")
+	assert.Equal(t, normal, idx["nemo.step.busy_time.min"][1][0].value)
+	assert.Equal(t, slow, idx["nemo.step.busy_time.max"][1][0].value)
+	assert.Equal(t, 1.0, idx["nemo.step.relative_score"][1][0].value, "last")
+	assert.Equal(t, stepbusy.Round3(normal/slow), idx["nemo.step.relative_score.min"][1][0].value)
+	assert.Equal(t, normal, idx["nemo.step.busy_time.max"][0][0].value, "rank 0 was never slow")
+	last := job.times(1, 3)
+	assert.Equal(t, pcommon.NewTimestampFromTime(last.start.Add(last.duration())), idx["nemo.step.busy_time.min"][1][0].ts, "stamped with the last step's end")
+	counts := named(points, "nemo.step.stragglers")
+	require.Len(t, counts, 1)
+	assert.Equal(t, 1.0, counts[0].value)
+
+	h.clk.Advance(30 * time.Second)
+	assert.Len(t, h.points(), len(points), "nothing new: an idle interval sends nothing")
+	h.shutdown()
+}
+
+func TestShutdownDecidesOpenSteps(t *testing.T) {
+	h := newHarness(t, nil)
+	job := syncJob{run: "run-e", world: 8}
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, true, 0, 1))
+	h.shutdown()
+	assert.Len(t, h.points(), 2*numGauges+1)
+	metadatatest.AssertEqualConnectorNemoStepsStepsDecided(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("cause", "shutdown"))},
+	}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, h.c.ConsumeTraces(t.Context(), job.batch("megatron.train_step", ownRoot, 2, true, true, 0)), "after shutdown: ignored, no error")
+}
+
+func TestMaxOpenRankStepsDecidesEarly(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxOpenRankSteps = 5 })
+	job := syncJob{run: "run-f", world: 8}
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, true, 0, 1, 2))
+	h.consume(job.batch("megatron.train_step", ownRoot, 2, true, true, 0, 1, 2))
+	h.clk.Advance(time.Second)
+	assert.Len(t, named(h.points(), "nemo.step.busy_time"), 3, "iteration 1 decided early, iteration 2 still open")
+	metadatatest.AssertEqualConnectorNemoStepsStepsDecided(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("cause", "early"))},
+	}, metricdatatest.IgnoreTimestamp())
+	h.shutdown()
+}
+
+func TestDuplicateBatchCountsOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	job := syncJob{run: "run-g", world: 2, slow: map[int64]int64{1: 0}}
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, true, 0, 1))
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, true, 0, 1))
+	h.clk.Advance(time.Second)
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, true, 0, 1))
+	h.clk.Advance(10 * time.Second)
+	points := h.points()
+	assert.Len(t, named(points, "nemo.step.busy_time"), 2, "a batch sent again (an exporter retry) adds nothing")
+	idx := byMetricRank(points, "nv.dl.rank")
+	assert.Equal(t, ns(job.times(0, 1).busy()), idx["nemo.step.busy_time"][0][0].value, "the resent waits are not counted twice")
+	counts := named(points, "nemo.step.stragglers")
+	assert.Equal(t, 1.0, counts[len(counts)-1].value)
+	h.shutdown()
+}
+
+func TestBadInputIsSkippedAndCounted(t *testing.T) {
+	h := newHarness(t, nil)
+	td := ptrace.NewTraces()
+	var ids uint64
+	st := stepTimes{start: t0, compute: computeTime, slowest: computeTime, sync: syncTime, optimum: optimizerTime}
+	// No rank: a step span and a wait span skipped, the other children not
+	// counted (they are not read at all).
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "dataloader")
+	appendStep(rs.ScopeSpans().AppendEmpty().Spans(), &ids, "megatron.train_step", ownRoot, 1, st, true, true)
+	// A rank that is not a number.
+	rs = td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("dl.rank", "three")
+	appendStep(rs.ScopeSpans().AppendEmpty().Spans(), &ids, "megatron.train_step", ownRoot, 1, st, false, true)
+	// A step span without its iteration, and one ending before it starts.
+	rs = td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("dl.rank", " 3 ")
+	rs.Resource().Attributes().PutStr("nemo.run.id", "run-h")
+	ss := rs.ScopeSpans().AppendEmpty().Spans()
+	s := ss.AppendEmpty()
+	s.SetName("megatron.train_step")
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(t0))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(t0.Add(time.Second)))
+	s = ss.AppendEmpty()
+	s.SetName("megatron.train.iteration")
+	s.Attributes().PutStr("megatron.iteration", "7")
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(t0.Add(time.Second)))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(t0))
+	// The same rank's good step, iteration as a decimal string.
+	s = ss.AppendEmpty()
+	s.SetName("megatron.train.iteration")
+	s.Attributes().PutStr("megatron.iteration", "8")
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(t0.Add(2 * time.Second)))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(t0.Add(3 * time.Second)))
+	h.consume(td)
+	h.shutdown()
+
+	metadatatest.AssertEqualConnectorNemoStepsSpansSkipped(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "missing_rank"))},
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "invalid_rank"))},
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "missing_iteration"))},
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "invalid_duration"))},
+	}, metricdatatest.IgnoreTimestamp())
+	busy := named(h.points(), "nemo.step.busy_time")
+	require.Len(t, busy, 1)
+	assert.Equal(t, map[string]any{"nemo.run.id": "run-h", "dl.rank": int64(3)}, busy[0].attrs, "a string rank under the older key, put as found")
+	assert.Equal(t, 1.0, busy[0].value)
+	assert.Empty(t, busy[0].resource, "no service.name: an empty resource")
+}
+
+func TestWorkerGroupsAreApart(t *testing.T) {
+	h := newHarness(t, nil)
+	td := ptrace.NewTraces()
+	var ids uint64
+	for _, group := range []string{"policy", "generation"} {
+		for r := range int64(2) {
+			rs := td.ResourceSpans().AppendEmpty()
+			rs.Resource().Attributes().PutStr("nemo.run.id", "run-rl")
+			rs.Resource().Attributes().PutStr("rl.worker_group", group)
+			rs.Resource().Attributes().PutInt("nv.dl.rank", r)
+			rs.Resource().Attributes().PutInt("nv.dl.world_size", 2)
+			compute := computeTime
+			if group == "generation" {
+				compute = 4 * computeTime // a different workload, not a straggler
+			}
+			st := stepTimes{start: t0, compute: compute, slowest: compute, sync: syncTime, optimum: optimizerTime}
+			appendStep(rs.ScopeSpans().AppendEmpty().Spans(), &ids, "megatron.train_step", ownRoot, 1, st, true, true)
+		}
+	}
+	h.consume(td)
+	h.clk.Advance(time.Second)
+	for _, p := range named(h.points(), "nemo.step.relative_score") {
+		assert.Equal(t, 1.0, p.value, "ranks are compared within their group: %v", p.attrs)
+	}
+	counts := named(h.points(), "nemo.step.stragglers")
+	require.Len(t, counts, 2, "one count per run and group")
+	assert.ElementsMatch(t, []any{"policy", "generation"}, []any{counts[0].attrs["rl.worker_group"], counts[1].attrs["rl.worker_group"]})
+	h.shutdown()
+}
+
+func TestConcurrentBatches(t *testing.T) {
+	h := newHarness(t, nil)
+	job := syncJob{run: "run-z", world: 16, slow: map[int64]int64{4: 9}}
+	var wg sync.WaitGroup
+	for part := range int64(4) {
+		ranks := []int64{part * 4, part*4 + 1, part*4 + 2, part*4 + 3}
+		wg.Go(func() {
+			for it := int64(1); it <= 5; it++ {
+				assert.NoError(t, h.c.ConsumeTraces(t.Context(), job.batch("megatron.train_step", childOfJob, it, true, true, ranks...)))
+			}
+		})
+	}
+	for range 3 {
+		h.clk.Advance(100 * time.Millisecond) // ticks while the batches come
+	}
+	wg.Wait()
+	h.shutdown()
+	idx := byMetricRank(h.points(), "nv.dl.rank")
+	for r := range int64(16) {
+		require.Len(t, idx["nemo.step.busy_time"][r], 5, "rank %d", r)
+	}
+	counts := named(h.points(), "nemo.step.stragglers")
+	assert.Equal(t, 1.0, counts[len(counts)-1].value, "rank 9 on iteration 4")
+}

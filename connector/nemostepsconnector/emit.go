@@ -1,0 +1,139 @@
+package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+)
+
+// The per-rank step gauges.
+const (
+	gDuration = iota
+	gBusy
+	gWait
+	gRelative
+	gIndividual
+	numGauges
+)
+
+// The variants of a gauge: the value itself (per step, or the last of the
+// interval), and with interval the smallest and largest of the interval.
+const (
+	vLast = iota
+	vMin
+	vMax
+	numVariants
+)
+
+// metricID indexes every metric the connector emits: a gauge and variant,
+// or the stragglers count.
+type metricID int
+
+const (
+	idStragglers = metricID(numGauges * numVariants)
+	numMetricIDs = idStragglers + 1
+)
+
+func gaugeID(g, variant int) metricID { return metricID(g*numVariants + variant) }
+
+type metricDesc struct{ name, unit, description string }
+
+var gaugeDescs = [numGauges]metricDesc{
+	gDuration:   {"nemo.step.duration", "s", "Wall duration of the rank's step span."},
+	gBusy:       {"nemo.step.busy_time", "s", "The rank's step duration minus the time covered by its wait spans (gradient sync, pipeline receives)."},
+	gWait:       {"nemo.step.wait_time", "s", "The part of the rank's step covered by its wait spans: time spent waiting for the other ranks."},
+	gRelative:   {"nemo.step.relative_score", "1", "The step's fastest busy time over this rank's: 1 for the fastest rank, 0.5 for a rank twice as slow."},
+	gIndividual: {"nemo.step.individual_score", "1", "The rank's best busy time over its last history steps over this step's: 1 when the rank is as fast as it has recently been."},
+}
+
+var variantSuffixes = [numVariants]string{vLast: "", vMin: ".min", vMax: ".max"}
+
+var stragglersDesc = metricDesc{"nemo.step.stragglers", "{step}",
+	"Rank steps of the run whose relative or individual score was below its threshold, since the connector first saw the run."}
+
+// pointWriter collects the data points to send at the next tick, one
+// resource per service.name of the ranks.
+type pointWriter struct {
+	md        pmetric.Metrics
+	resources map[string]*resourceMetrics
+	points    int
+}
+
+type resourceMetrics struct {
+	metrics pmetric.MetricSlice
+	byID    [numMetricIDs]pmetric.Metric
+	has     [numMetricIDs]bool
+}
+
+func newPointWriter() *pointWriter {
+	return &pointWriter{md: pmetric.NewMetrics(), resources: make(map[string]*resourceMetrics)}
+}
+
+func (w *pointWriter) resource(service string) *resourceMetrics {
+	if r := w.resources[service]; r != nil {
+		return r
+	}
+	rm := w.md.ResourceMetrics().AppendEmpty()
+	if service != "" {
+		rm.Resource().Attributes().PutStr(serviceNameKey, service)
+	}
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(metadata.ScopeName)
+	r := &resourceMetrics{metrics: sm.Metrics()}
+	w.resources[service] = r
+	return r
+}
+
+func (r *resourceMetrics) metric(id metricID) pmetric.Metric {
+	if r.has[id] {
+		return r.byID[id]
+	}
+	m := r.metrics.AppendEmpty()
+	if id == idStragglers {
+		m.SetName(stragglersDesc.name)
+		m.SetUnit(stragglersDesc.unit)
+		m.SetDescription(stragglersDesc.description)
+		sum := m.SetEmptySum()
+		sum.SetIsMonotonic(true)
+		sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	} else {
+		d := gaugeDescs[int(id)/numVariants]
+		m.SetName(d.name + variantSuffixes[int(id)%numVariants])
+		m.SetUnit(d.unit)
+		m.SetDescription(d.description)
+		m.SetEmptyGauge()
+	}
+	r.byID[id], r.has[id] = m, true
+	return m
+}
+
+// gauge adds one rank's data point.
+func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
+	dp := w.resource(l.service).metric(id).Gauge().DataPoints().AppendEmpty()
+	dp.SetTimestamp(pcommon.Timestamp(ts))
+	dp.SetDoubleValue(v)
+	attrs := dp.Attributes()
+	attrs.EnsureCapacity(len(l.group) + len(l.node))
+	putLabels(attrs, l.group)
+	putLabels(attrs, l.node)
+	w.points++
+}
+
+// stragglers adds a run's cumulative straggler count.
+func (w *pointWriter) stragglers(run *runCount) {
+	dp := w.resource(run.service).metric(idStragglers).Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(pcommon.Timestamp(run.start))
+	dp.SetTimestamp(pcommon.Timestamp(run.last))
+	dp.SetIntValue(run.count)
+	putLabels(dp.Attributes(), run.group)
+	w.points++
+}
+
+// take returns what was collected and starts over.
+func (w *pointWriter) take() (pmetric.Metrics, int) {
+	md, n := w.md, w.points
+	w.md, w.points = pmetric.NewMetrics(), 0
+	clear(w.resources)
+	return md, n
+}

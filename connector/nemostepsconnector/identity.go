@@ -1,0 +1,190 @@
+package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
+
+import (
+	"hash/maphash"
+	"strconv"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+)
+
+const (
+	serviceNameKey = "service.name"
+	hostNameKey    = "host.name"
+)
+
+// rankKey identifies a rank within its run and group; stepKey a step.
+type (
+	rankKey struct {
+		group uint64
+		rank  int64
+	}
+	stepKey struct {
+		group     uint64
+		iteration int64
+	}
+)
+
+// label is one data point attribute, copied out of the batch: the batch
+// belongs to the pipeline, and a later consumer may move or change it.
+type label struct {
+	key   string
+	str   string
+	num   int64
+	isNum bool
+}
+
+func (l label) equal(v pcommon.Value) bool {
+	if l.isNum {
+		return v.Type() == pcommon.ValueTypeInt && v.Int() == l.num
+	}
+	return v.Type() != pcommon.ValueTypeInt && v.AsString() == l.str
+}
+
+func labelOf(key string, v pcommon.Value) label {
+	if v.Type() == pcommon.ValueTypeInt {
+		return label{key: key, num: v.Int(), isNum: true}
+	}
+	return label{key: key, str: v.AsString()}
+}
+
+// rankLabels are what identifies a rank's series: its run and group, its
+// rank and where it runs. Nothing else of the rank's resource is kept, so
+// that a restart (a new process.pid or service.instance.id) continues the
+// same series.
+type rankLabels struct {
+	// service is the ranks' service.name, the resource of the data points.
+	service string
+	// group holds the group_keys present: the run's identity, the only
+	// attributes of the stragglers count.
+	group []label
+	// node holds the rank under the key it was found under, host.name and
+	// the local rank.
+	node []label
+}
+
+// identity reads a rank's identity from its resource attributes the way
+// rank_strategy does.
+type identity struct {
+	seed                                              maphash.Seed
+	rankKeys, worldSizeKeys, localRankKeys, groupKeys []string
+}
+
+func newIdentity(cfg *Config) identity {
+	return identity{seed: maphash.MakeSeed(), rankKeys: cfg.RankKeys, worldSizeKeys: cfg.WorldSizeKeys,
+		localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys}
+}
+
+// rankOf is the resource's rank, the key it was found under and the world
+// size it reports (0 when none); reason says why there is no usable rank.
+func (id identity) rankOf(attrs pcommon.Map) (rankKey, string, int64, skipReason) {
+	rank, key, status := rankattr.Lookup(attrs, id.rankKeys)
+	switch status {
+	case rankattr.Missing:
+		return rankKey{}, "", 0, skipMissingRank
+	case rankattr.Invalid:
+		return rankKey{}, "", 0, skipInvalidRank
+	}
+	var worldSize int64
+	if size, _, status := rankattr.Lookup(attrs, id.worldSizeKeys); status == rankattr.Valid {
+		worldSize = size
+	}
+	return rankKey{group: id.groupHash(attrs), rank: rank}, key, worldSize, skipNone
+}
+
+// groupHash identifies a resource's run and group by hashing its group
+// attributes, without building a string key. An int and its decimal string
+// are the same group, as with ranks.
+func (id identity) groupHash(attrs pcommon.Map) uint64 {
+	var h maphash.Hash
+	h.SetSeed(id.seed)
+	var num [20]byte
+	for _, k := range id.groupKeys {
+		v, ok := attrs.Get(k)
+		if !ok {
+			_ = h.WriteByte(0)
+			continue
+		}
+		_ = h.WriteByte(1)
+		if v.Type() == pcommon.ValueTypeInt {
+			_, _ = h.Write(strconv.AppendInt(num[:0], v.Int(), 10))
+		} else {
+			_, _ = h.WriteString(v.AsString())
+		}
+		_ = h.WriteByte(0xff)
+	}
+	return h.Sum64()
+}
+
+// labelsFor returns prev when it still describes the resource (the common
+// case: one comparison per attribute, no allocation) and new labels
+// otherwise, e.g. when a rank restarted on another host.
+func (id identity) labelsFor(prev *rankLabels, attrs pcommon.Map, rankAttr string, rank int64) *rankLabels {
+	if prev != nil && id.matches(prev, attrs, rankAttr, rank) {
+		return prev
+	}
+	l := &rankLabels{group: make([]label, 0, len(id.groupKeys)), node: make([]label, 0, 3)}
+	if v, ok := attrs.Get(serviceNameKey); ok {
+		l.service = v.AsString()
+	}
+	for _, k := range id.groupKeys {
+		if v, ok := attrs.Get(k); ok {
+			l.group = append(l.group, labelOf(k, v))
+		}
+	}
+	l.node = append(l.node, label{key: rankAttr, num: rank, isNum: true})
+	if v, ok := attrs.Get(hostNameKey); ok {
+		l.node = append(l.node, labelOf(hostNameKey, v))
+	}
+	if local, key, status := rankattr.Lookup(attrs, id.localRankKeys); status == rankattr.Valid {
+		l.node = append(l.node, label{key: key, num: local, isNum: true})
+	}
+	return l
+}
+
+func (id identity) matches(l *rankLabels, attrs pcommon.Map, rankAttr string, rank int64) bool {
+	if v, ok := attrs.Get(serviceNameKey); (ok && v.AsString() != l.service) || (!ok && l.service != "") {
+		return false
+	}
+	i := 0
+	for _, k := range id.groupKeys {
+		if v, ok := attrs.Get(k); ok {
+			if i >= len(l.group) || l.group[i].key != k || !l.group[i].equal(v) {
+				return false
+			}
+			i++
+		}
+	}
+	if i != len(l.group) {
+		return false
+	}
+	want := 1
+	if n := l.node[0]; n.key != rankAttr || n.num != rank {
+		return false
+	}
+	if v, ok := attrs.Get(hostNameKey); ok {
+		if len(l.node) <= want || l.node[want].key != hostNameKey || !l.node[want].equal(v) {
+			return false
+		}
+		want++
+	}
+	if local, key, status := rankattr.Lookup(attrs, id.localRankKeys); status == rankattr.Valid {
+		if len(l.node) <= want || l.node[want].key != key || l.node[want].num != local {
+			return false
+		}
+		want++
+	}
+	return want == len(l.node)
+}
+
+// putLabels writes labels as data point attributes.
+func putLabels(m pcommon.Map, ls []label) {
+	for _, l := range ls {
+		if l.isNum {
+			m.PutInt(l.key, l.num)
+		} else {
+			m.PutStr(l.key, l.str)
+		}
+	}
+}

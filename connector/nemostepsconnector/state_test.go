@@ -1,0 +1,104 @@
+package nemostepsconnector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+func TestGenerationsBoundEntries(t *testing.T) {
+	g := newGenerations[int, int](2)
+	g.put(1, 10)
+	g.put(2, 20)
+	g.put(3, 30) // (1, 2) become the previous generation
+	v, ok := g.get(1)
+	require.True(t, ok, "the previous generation is still there")
+	assert.Equal(t, 10, v)
+	g.put(4, 40) // (3, 1) retire, 2 is forgotten
+	_, ok = g.get(2)
+	assert.False(t, ok)
+	assert.LessOrEqual(t, g.len(), 4)
+	seen := map[int]int{}
+	g.each(func(k, v int) { seen[k] = v })
+	assert.Equal(t, map[int]int{1: 10, 3: 30, 4: 40}, seen)
+}
+
+func TestLabelsFollowTheResource(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	id := newIdentity(cfg)
+	attrs := pcommon.NewMap()
+	attrs.PutStr("service.name", "megatron")
+	attrs.PutStr("nemo.run.id", "run-a")
+	attrs.PutInt("nv.dl.rank", 9)
+	attrs.PutStr("nv.dl.local_rank", "1")
+	attrs.PutStr("host.name", "node-1")
+	attrs.PutInt("process.pid", 77)
+
+	l := id.labelsFor(nil, attrs, "nv.dl.rank", 9)
+	assert.Equal(t, "megatron", l.service)
+	assert.Equal(t, []label{{key: "nemo.run.id", str: "run-a"}}, l.group)
+	assert.Equal(t, []label{{key: "nv.dl.rank", num: 9, isNum: true}, {key: "host.name", str: "node-1"}, {key: "nv.dl.local_rank", num: 1, isNum: true}}, l.node,
+		"local rank as an int, whatever its type on the resource")
+	assert.Same(t, l, id.labelsFor(l, attrs, "nv.dl.rank", 9), "unchanged: reused")
+
+	attrs.PutInt("process.pid", 78)
+	assert.Same(t, l, id.labelsFor(l, attrs, "nv.dl.rank", 9), "a restart with a new pid is the same series")
+
+	attrs.PutStr("host.name", "node-7")
+	moved := id.labelsFor(l, attrs, "nv.dl.rank", 9)
+	assert.NotSame(t, l, moved, "restarted on another node")
+	assert.Equal(t, "node-7", moved.node[1].str)
+
+	attrs.PutStr("rl.worker_group", "policy")
+	grouped := id.labelsFor(moved, attrs, "nv.dl.rank", 9)
+	assert.Len(t, grouped.group, 2)
+}
+
+func TestGroupHashTreatsIntAndStringAlike(t *testing.T) {
+	id := newIdentity(createDefaultConfig().(*Config))
+	a, b := pcommon.NewMap(), pcommon.NewMap()
+	a.PutInt("nemo.run.id", 42)
+	b.PutStr("nemo.run.id", "42")
+	assert.Equal(t, id.groupHash(a), id.groupHash(b))
+	b.PutStr("rl.worker_group", "42")
+	assert.NotEqual(t, id.groupHash(a), id.groupHash(b), "a group key present is not the same as absent")
+}
+
+func TestPendingWaitsAreBounded(t *testing.T) {
+	var st rankState
+	var tl tally
+	for i := range maxPendingPerRank + 10 {
+		st.addPending(pendingWait{iv: stepbusy.Interval{Start: int64(i), End: int64(i + 1)}, arrived: time.Second}, 0, &tl)
+	}
+	assert.Len(t, st.pending, maxPendingPerRank, "at most maxPendingPerRank per rank")
+	assert.Equal(t, int64(10), tl.skipped[skipPendingExpired], "the oldest dropped, counted")
+	assert.Equal(t, int64(10), st.pending[0].iv.Start)
+
+	st.addPending(pendingWait{arrived: 5 * time.Second}, 2*time.Second, &tl)
+	assert.Len(t, st.pending, 1, "the ones older than decision_wait expire")
+	assert.Equal(t, int64(10+maxPendingPerRank), tl.skipped[skipPendingExpired])
+}
+
+func TestWaitWhoseStepNeverComesExpires(t *testing.T) {
+	h := newHarness(t, nil)
+	job := syncJob{run: "run-x", world: 1}
+	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, false, 0)) // children only
+	h.clk.Advance(11 * time.Second)
+	h.consume(job.batch("megatron.train_step", ownRoot, 2, true, true, 0))
+	h.clk.Advance(time.Second)
+	busy := named(h.points(), "nemo.step.busy_time")
+	require.Len(t, busy, 1)
+	assert.Equal(t, ns(job.times(0, 2).busy()), busy[0].value)
+	metadatatest.AssertEqualConnectorNemoStepsSpansSkipped(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "pending_expired"))},
+	}, metricdatatest.IgnoreTimestamp())
+}
