@@ -124,7 +124,8 @@ func testSynchronousJob(t *testing.T, stepName string, shape stepShape) {
 	busy := idx["nemo.step.busy_time"][7][0]
 	assert.Equal(t, map[string]any{"nemo.run.id": "run-a", "nv.dl.rank": int64(7), "host.name": "node-0", "nv.dl.local_rank": int64(7)}, busy.attrs,
 		"identity only: no process.pid, no service.instance.id, no iteration")
-	assert.Equal(t, map[string]any{"service.name": "megatron"}, busy.resource)
+	assert.Equal(t, map[string]any{"service.name": "megatron", "nemo.run.id": "run-a"}, busy.resource,
+		"the ranks' service and their run: jsonl_file puts the points in the run's metrics.jsonl")
 	assert.Equal(t, "s", busy.unit)
 	assert.Equal(t, "1", idx["nemo.step.relative_score"][7][0].unit)
 
@@ -330,7 +331,7 @@ func TestBadInputIsSkippedAndCounted(t *testing.T) {
 	require.Len(t, busy, 1)
 	assert.Equal(t, map[string]any{"nemo.run.id": "run-h", "dl.rank": int64(3)}, busy[0].attrs, "a string rank under the older key, put as found")
 	assert.Equal(t, 1.0, busy[0].value)
-	assert.Empty(t, busy[0].resource, "no service.name: an empty resource")
+	assert.Equal(t, map[string]any{"nemo.run.id": "run-h"}, busy[0].resource, "no service.name: the run only")
 }
 
 func TestWorkerGroupsAreApart(t *testing.T) {

@@ -3,6 +3,8 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"strconv"
+	"strings"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 )
@@ -53,11 +55,16 @@ var stragglersDesc = metricDesc{"nemo.step.stragglers", "{step}",
 	"Rank steps of the run whose relative or individual score was below its threshold, since the connector first saw the run."}
 
 // pointWriter collects the data points to send at the next tick, one
-// resource per service.name of the ranks.
+// resource per run (and worker group) and service.name of the ranks. The
+// resource carries the run's group attributes, so that a pipeline routing by
+// resource (jsonl_file's {nemo.run.id} paths) puts the points with the run's
+// other metrics; the points carry them too, so that the Prometheus exporter
+// labels them without resource_to_telemetry_conversion.
 type pointWriter struct {
 	md        pmetric.Metrics
 	resources map[string]*resourceMetrics
 	points    int
+	key       strings.Builder
 }
 
 type resourceMetrics struct {
@@ -70,18 +77,32 @@ func newPointWriter() *pointWriter {
 	return &pointWriter{md: pmetric.NewMetrics(), resources: make(map[string]*resourceMetrics)}
 }
 
-func (w *pointWriter) resource(service string) *resourceMetrics {
-	if r := w.resources[service]; r != nil {
+func (w *pointWriter) resource(service string, group []label) *resourceMetrics {
+	w.key.Reset()
+	w.key.WriteString(service)
+	for _, l := range group {
+		w.key.WriteByte(0)
+		w.key.WriteString(l.key)
+		w.key.WriteByte(0)
+		if l.isNum {
+			w.key.WriteString(strconv.FormatInt(l.num, 10))
+		} else {
+			w.key.WriteString(l.str)
+		}
+	}
+	if r := w.resources[w.key.String()]; r != nil {
 		return r
 	}
 	rm := w.md.ResourceMetrics().AppendEmpty()
+	attrs := rm.Resource().Attributes()
 	if service != "" {
-		rm.Resource().Attributes().PutStr(serviceNameKey, service)
+		attrs.PutStr(serviceNameKey, service)
 	}
+	putLabels(attrs, group)
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(metadata.ScopeName)
 	r := &resourceMetrics{metrics: sm.Metrics()}
-	w.resources[service] = r
+	w.resources[w.key.String()] = r
 	return r
 }
 
@@ -110,7 +131,7 @@ func (r *resourceMetrics) metric(id metricID) pmetric.Metric {
 
 // gauge adds one rank's data point.
 func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
-	dp := w.resource(l.service).metric(id).Gauge().DataPoints().AppendEmpty()
+	dp := w.resource(l.service, l.group).metric(id).Gauge().DataPoints().AppendEmpty()
 	dp.SetTimestamp(pcommon.Timestamp(ts))
 	dp.SetDoubleValue(v)
 	attrs := dp.Attributes()
@@ -122,7 +143,7 @@ func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
 
 // stragglers adds a run's cumulative straggler count.
 func (w *pointWriter) stragglers(run *runCount) {
-	dp := w.resource(run.service).metric(idStragglers).Sum().DataPoints().AppendEmpty()
+	dp := w.resource(run.service, run.group).metric(idStragglers).Sum().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(pcommon.Timestamp(run.start))
 	dp.SetTimestamp(pcommon.Timestamp(run.last))
 	dp.SetIntValue(run.count)
