@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 )
@@ -21,14 +22,17 @@ type Config struct {
 	// job; the first set whose keys are all present (string or int, not
 	// blank) wins. The run id is derived from that set's values: a one-key
 	// set gives the value itself, a larger set a 12-hex hash (see README).
-	// An empty list turns derivation and reconciliation off.
+	// An empty list turns derivation and job-key reconciliation off
+	// (single-node reconciliation, below, still applies).
 	JobKeys [][]string `mapstructure:"job_keys"`
 
 	// PerProcessIDPattern matches the run ids a sender mints per process when
 	// it has no job-wide id (NeMo Lens: 12 lowercase hex). When job keys are
 	// present, a sender's id that matches it (and equals none of the job key
 	// values) is reconciled to the job-derived id; any other id is treated as
-	// an explicitly set job-wide id and kept. Empty: every sender id is kept.
+	// an explicitly set job-wide id and kept. A matching id with no job key
+	// is a candidate for single-node reconciliation. Empty: every sender id
+	// is kept.
 	PerProcessIDPattern string `mapstructure:"per_process_id_pattern"`
 
 	// RunIDEnv lists the collector's environment variables that give a run id,
@@ -52,6 +56,23 @@ type Config struct {
 	// local rank (read from nv.dl.* or dl.*, int or decimal string) as
 	// nemo.rank, nemo.world_size and nemo.local_rank.
 	CanonicalRanks bool `mapstructure:"canonical_ranks"`
+
+	// ReconcileSingleNode gives the ranks of one single-node launch (bare
+	// torchrun: same host.name, service.name and world size, distinct ranks,
+	// first seen within single_node_window) one run id when they sent
+	// per-process ids and no job key. Ids it cannot group stay as they are,
+	// with a warning and a count (README "Bare torchrun").
+	ReconcileSingleNode bool `mapstructure:"reconcile_single_node"`
+
+	// SingleNodeWindow is how long after the first rank of a launch is seen
+	// other ranks may still join it. torchrun starts all local ranks at once.
+	SingleNodeWindow time.Duration `mapstructure:"single_node_window"`
+
+	// SingleNodeIdleTimeout is how long the processor remembers a launch and
+	// its ids after it last saw any of them. A rank silent for longer is
+	// decided afresh when it reappears, so this must outlast the quietest
+	// stretch of a run (a rank may send nothing between checkpoints).
+	SingleNodeIdleTimeout time.Duration `mapstructure:"single_node_idle_timeout"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -102,6 +123,14 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be a bare W&B name without '/' or ':', got %q", f.key, f.value))
 		}
 	}
+	if cfg.ReconcileSingleNode {
+		if cfg.SingleNodeWindow <= 0 {
+			errs = append(errs, fmt.Errorf("single_node_window must be positive when reconcile_single_node is true, got %s", cfg.SingleNodeWindow))
+		}
+		if cfg.SingleNodeIdleTimeout <= cfg.SingleNodeWindow {
+			errs = append(errs, fmt.Errorf("single_node_idle_timeout must be longer than single_node_window (%s), got %s", cfg.SingleNodeWindow, cfg.SingleNodeIdleTimeout))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -112,7 +141,10 @@ func createDefaultConfig() component.Config {
 			{"nv.dl.job.uuid"},
 			{"k8s.namespace.name", "k8s.job.name"},
 		},
-		PerProcessIDPattern: `^[0-9a-f]{12}$`,
-		RunIDEnv:            []string{"NEMO_LENS_RUN_ID", "MEGATRON_OTEL_RUN_ID", "SLURM_JOB_ID"},
+		PerProcessIDPattern:   `^[0-9a-f]{12}$`,
+		RunIDEnv:              []string{"NEMO_LENS_RUN_ID", "MEGATRON_OTEL_RUN_ID", "SLURM_JOB_ID"},
+		ReconcileSingleNode:   true,
+		SingleNodeWindow:      defaultSingleNodeWindow,
+		SingleNodeIdleTimeout: defaultSingleNodeIdleTimeout,
 	}
 }

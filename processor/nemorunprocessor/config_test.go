@@ -3,6 +3,7 @@ package nemorunprocessor
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,6 +69,26 @@ func TestLoadConfig(t *testing.T) {
 				return c
 			},
 		},
+		{
+			id: component.NewIDWithName(metadata.Type, "single_node"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.SingleNodeWindow = 2 * time.Minute
+				c.SingleNodeIdleTimeout = 72 * time.Hour
+				return c
+			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "single_node_off"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.ReconcileSingleNode = false
+				c.SingleNodeWindow = 0
+				return c
+			},
+		},
+		{id: component.NewIDWithName(metadata.Type, "bad_window"), wantErr: "single_node_window must be positive when reconcile_single_node is true, got 0s"},
+		{id: component.NewIDWithName(metadata.Type, "short_idle"), wantErr: "single_node_idle_timeout must be longer than single_node_window (10m0s), got 5m0s"},
 		{id: component.NewIDWithName(metadata.Type, "empty_set"), wantErr: "job_keys[1] must list at least one attribute key"},
 		{id: component.NewIDWithName(metadata.Type, "empty_key"), wantErr: "job_keys[0][1] must not be empty"},
 		{id: component.NewIDWithName(metadata.Type, "written_key"), wantErr: `job_keys[0][0] must not be "nemo.run.id", an attribute this processor writes`},
@@ -109,4 +130,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	assert.Equal(t, `^[0-9a-f]{12}$`, cfg.PerProcessIDPattern)
 	assert.False(t, cfg.Override)
 	assert.False(t, cfg.CanonicalRanks)
+	assert.True(t, cfg.ReconcileSingleNode)
+	assert.Equal(t, 60*time.Second, cfg.SingleNodeWindow)
+	assert.Equal(t, 7*24*time.Hour, cfg.SingleNodeIdleTimeout)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -16,11 +17,24 @@ import (
 var processorCapabilities = consumer.Capabilities{MutatesData: true}
 
 // runFactory carries what every processor it creates shares: how to read the
-// collector's environment, and the id generated once per collector start, so
-// that traces, metrics and logs (and every nemo_run instance) agree on it.
+// collector's environment, the id generated once per collector start, so
+// that traces, metrics and logs (and every nemo_run instance) agree on it,
+// and each component's single-node launches, so that its signals agree on
+// them.
 type runFactory struct {
 	lookupEnv   func(string) (string, bool)
 	generatedID func() string
+	now         func() time.Time
+
+	mu     sync.Mutex
+	single map[component.ID]*sharedSingleNode
+}
+
+// sharedSingleNode is one component's single-node state and how many of its
+// processors (one per signal and pipeline) are using it.
+type sharedSingleNode struct {
+	state *singleNode
+	refs  int
 }
 
 // NewFactory returns the factory for the nemo_run processor.
@@ -29,7 +43,7 @@ func NewFactory() processor.Factory {
 }
 
 func newFactory(lookupEnv func(string) (string, bool)) processor.Factory {
-	f := &runFactory{lookupEnv: lookupEnv, generatedID: sync.OnceValue(generateRunID)}
+	f := newRunFactory(lookupEnv, time.Now)
 	return processor.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -39,8 +53,50 @@ func newFactory(lookupEnv func(string) (string, bool)) processor.Factory {
 	)
 }
 
+func newRunFactory(lookupEnv func(string) (string, bool), now func() time.Time) *runFactory {
+	return &runFactory{
+		lookupEnv:   lookupEnv,
+		generatedID: sync.OnceValue(generateRunID),
+		now:         now,
+		single:      map[component.ID]*sharedSingleNode{},
+	}
+}
+
 func (f *runFactory) newProcessor(set processor.Settings, cfg component.Config, signal string) (*runProcessor, error) {
-	return newRunProcessor(set, cfg.(*Config), signal, f.lookupEnv, f.generatedID())
+	c := cfg.(*Config)
+	if !usesSingleNode(c) {
+		return newRunProcessor(set, c, signal, f.lookupEnv, f.generatedID())
+	}
+	state, release := f.acquireSingleNode(set.ID, c)
+	p, err := newRunProcessor(set, c, signal, f.lookupEnv, f.generatedID(), withSingleNode(state, release))
+	if err != nil {
+		release()
+	}
+	return p, err
+}
+
+// acquireSingleNode returns the single-node state of component id, creating
+// it for its first processor; the state is dropped when the last one shuts
+// down (a configuration reload starts afresh).
+func (f *runFactory) acquireSingleNode(id component.ID, cfg *Config) (*singleNode, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	shared, ok := f.single[id]
+	if !ok {
+		shared = &sharedSingleNode{state: newSingleNode(cfg, f.now)}
+		f.single[id] = shared
+	}
+	shared.refs++
+	var once sync.Once
+	return shared.state, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if shared.refs--; shared.refs == 0 && f.single[id] == shared {
+				delete(f.single, id)
+			}
+		})
+	}
 }
 
 func (f *runFactory) createTraces(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {

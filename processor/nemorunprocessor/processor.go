@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -38,10 +39,11 @@ const (
 // Values of nemo.run_id_source. It is written only when this processor set
 // or replaced nemo.run.id; a resource without it carries its sender's id.
 const (
-	sourceJobKeys   = "job_keys"
-	sourceEnv       = "env"
-	sourceStatic    = "static"
-	sourceGenerated = "generated"
+	sourceJobKeys    = "job_keys"
+	sourceEnv        = "env"
+	sourceStatic     = "static"
+	sourceGenerated  = "generated"
+	sourceSingleNode = "single_node"
 )
 
 // Collector environment variables consulted for the W&B identity when the
@@ -104,6 +106,8 @@ type tally struct {
 	resources int64
 	ids       [numOutcomes]int64
 	invalid   [numRankFields]int64
+	// unreconciled[reasonNone] counts nothing useful and is not recorded.
+	unreconciled [numReasons]int64
 }
 
 type runProcessor struct {
@@ -125,16 +129,35 @@ type runProcessor struct {
 	wandbProject   string
 	canonicalRanks bool
 
+	// single groups per-process ids without a job key by launch; nil when
+	// reconcile_single_node is off or with override. Shared by the signals
+	// of one component; release drops this processor's share.
+	single  *singleNode
+	release func()
+
 	telemetry     *metadata.TelemetryBuilder
 	resourcesOpts []metric.AddOption
 	idsOpts       [numOutcomes][]metric.AddOption
 	invalidOpts   [numRankFields][]metric.AddOption
+	unrecOpts     [numReasons][]metric.AddOption
+}
+
+// processorOption changes how newRunProcessor builds a processor.
+type processorOption func(*runProcessor)
+
+// withSingleNode makes the processor use s, shared with the other signals
+// of its component, and call release at shutdown.
+func withSingleNode(s *singleNode, release func()) processorOption {
+	return func(p *runProcessor) { p.single, p.release = s, release }
 }
 
 // newRunProcessor builds the processor for one signal. lookupEnv reads the
 // collector's environment (os.LookupEnv in production); generatedID is the
 // id generated once per collector start.
-func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupEnv func(string) (string, bool), generatedID string) (*runProcessor, error) {
+//
+// Without withSingleNode, a processor that needs single-node state gets its
+// own, on the wall clock.
+func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupEnv func(string) (string, bool), generatedID string, opts ...processorOption) (*runProcessor, error) {
 	p := &runProcessor{
 		logger:         set.Logger,
 		override:       cfg.Override,
@@ -144,6 +167,14 @@ func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupE
 		wandbEntity:    cfg.WandbEntity,
 		wandbProject:   cfg.WandbProject,
 		canonicalRanks: cfg.CanonicalRanks,
+	}
+	for _, opt := range opts {
+		opt(p)
+	}
+	if !usesSingleNode(cfg) {
+		p.single = nil
+	} else if p.single == nil {
+		p.single = newSingleNode(cfg, time.Now)
 	}
 	if cfg.PerProcessIDPattern != "" {
 		re, err := regexp.Compile(cfg.PerProcessIDPattern)
@@ -197,7 +228,16 @@ func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupE
 	for f := range numRankFields {
 		p.invalidOpts[f] = addOptions(signalAttr, attribute.String("rank_attribute", rankFieldNames[f]))
 	}
+	for r := reasonNone + 1; r < numReasons; r++ {
+		p.unrecOpts[r] = addOptions(signalAttr, attribute.String("reason", reasonNames[r]))
+	}
 	return p, nil
+}
+
+// usesSingleNode: single-node reconciliation can apply (it never does with
+// override, nor when no id counts as per-process).
+func usesSingleNode(cfg *Config) bool {
+	return cfg.ReconcileSingleNode && !cfg.Override && cfg.PerProcessIDPattern != ""
 }
 
 func addOptions(kvs ...attribute.KeyValue) []metric.AddOption {
@@ -218,6 +258,10 @@ func collectorIDOrigin(o outcome, envName string) string {
 
 func (p *runProcessor) shutdown(context.Context) error {
 	p.telemetry.Shutdown()
+	if p.release != nil {
+		p.release()
+		p.release = nil
+	}
 	return nil
 }
 
@@ -258,7 +302,7 @@ func (p *runProcessor) processResource(attrs pcommon.Map, t *tally) {
 	p.checkRanks(attrs, t)
 	insertIfMissing(attrs, attrWandbEntity, p.wandbEntity)
 	insertIfMissing(attrs, attrWandbProject, p.wandbProject)
-	t.ids[p.assignRunID(attrs)]++
+	t.ids[p.assignRunID(attrs, t)]++
 }
 
 // checkRanks counts rank attributes that are present but unusable (they are
@@ -310,6 +354,11 @@ func (p *runProcessor) record(ctx context.Context, t *tally) {
 	for f, n := range t.invalid {
 		if n > 0 {
 			p.telemetry.ProcessorNemoRunInvalidRanks.Add(ctx, n, p.invalidOpts[f]...)
+		}
+	}
+	for r := reasonNone + 1; r < numReasons; r++ {
+		if n := t.unreconciled[r]; n > 0 {
+			p.telemetry.ProcessorNemoRunUnreconciledIds.Add(ctx, n, p.unrecOpts[r]...)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package nemorunprocessor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -55,7 +56,30 @@ type benchCase struct {
 	// derived: the sender's id is the job-derived id already (a second tier).
 	derived bool
 	drop    []string
-	want    outcome
+	set     map[string]any
+	// setup runs once on the processor before timing (single-node launches).
+	setup func(b *testing.B, p *runProcessor)
+	want  outcome
+}
+
+// bareTorchrun drops the Kubernetes job keys: a rank of a bare torchrun job
+// of 8 ranks on one host.
+var (
+	bareTorchrun     = []string{"k8s.namespace.name", "k8s.job.name", "k8s.pod.name", "k8s.node.name"}
+	bareTorchrunSize = map[string]any{"nv.dl.world_size": int64(8)}
+)
+
+// seeFirstRank shows the processor rank 0 of the bare torchrun job first,
+// so that the benchmarked rank 3 joins its launch.
+func seeFirstRank(b *testing.B, p *runProcessor) {
+	raw := lensResource("0f0e0d0c0b0a", 0)
+	for _, k := range bareTorchrun {
+		delete(raw, k)
+	}
+	raw["nv.dl.world_size"] = int64(8)
+	var tl tally
+	p.processResource(resourceAttrs(b, raw), &tl)
+	require.Equal(b, int64(1), tl.ids[outcomeKept])
 }
 
 var benchCases = []benchCase{
@@ -65,6 +89,8 @@ var benchCases = []benchCase{
 	{name: "derive/missing_id", want: outcomeDerived},
 	{name: "fill/env", env: fakeEnv{"NEMO_LENS_RUN_ID": "exp-1"}, drop: []string{"k8s.job.name"}, want: outcomeEnv},
 	{name: "fill/generated", drop: []string{"k8s.job.name"}, want: outcomeGenerated},
+	{name: "single_node/first_rank", runID: "a1b2c3d4e5f6", drop: bareTorchrun, set: bareTorchrunSize, want: outcomeKept},
+	{name: "single_node/reconcile", runID: "a1b2c3d4e5f6", drop: bareTorchrun, set: bareTorchrunSize, setup: seeFirstRank, want: outcomeReconciled},
 }
 
 func (bc benchCase) resource(b *testing.B, rank int) map[string]any {
@@ -75,6 +101,7 @@ func (bc benchCase) resource(b *testing.B, rank int) map[string]any {
 	for _, k := range bc.drop {
 		delete(raw, k)
 	}
+	maps.Copy(raw, bc.set)
 	return raw
 }
 
@@ -85,6 +112,9 @@ func BenchmarkProcessResource(b *testing.B) {
 	for _, bc := range benchCases {
 		b.Run(bc.name, func(b *testing.B) {
 			p := newTestProcessor(b, bc.configure, bc.env)
+			if bc.setup != nil {
+				bc.setup(b, p)
+			}
 			template := resourceAttrs(b, bc.resource(b, 3))
 			var tl tally
 			b.ReportAllocs()

@@ -23,11 +23,14 @@ const derivedHashBytes = 6
 //     id looks per-process (per_process_id_pattern) and equals neither the
 //     job-derived id nor any of the job key values; then it is reconciled to
 //     the job-derived id.
+//   - a per-process id that matches no job key set goes to single-node
+//     reconciliation (singlenode.go), which may give it the id of the first
+//     rank of its launch.
 //   - a missing id is filled from job keys, the collector's environment,
 //     run_id, then the id generated at start.
 //
 // It does not allocate when the sender's id is kept.
-func (p *runProcessor) assignRunID(attrs pcommon.Map) outcome {
+func (p *runProcessor) assignRunID(attrs pcommon.Map, t *tally) outcome {
 	raw, present := attrs.Get(attrRunID)
 	sender, usable := "", false
 	if present {
@@ -54,7 +57,10 @@ func (p *runProcessor) assignRunID(attrs pcommon.Map) outcome {
 			normaliseSenderRunID(raw, sender)
 			return outcomeKept
 		}
-		if !p.findJob(attrs, &j) || j.hasValue(sender) {
+		if !p.findJob(attrs, &j) {
+			return p.reconcileSingleNode(attrs, raw, sender, t)
+		}
+		if j.hasValue(sender) {
 			normaliseSenderRunID(raw, sender)
 			return outcomeKept
 		}

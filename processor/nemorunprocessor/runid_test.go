@@ -323,7 +323,7 @@ func TestAssignRunIDPrecedence(t *testing.T) {
 			p := newTestProcessor(t, tt.configure, tt.env)
 			attrs := resourceAttrs(t, tt.in)
 
-			got := p.assignRunID(attrs)
+			got := p.assignRunID(attrs, &tally{})
 
 			assert.Equal(t, outcomeNames[tt.wantOutcome], outcomeNames[got])
 			want := maps.Clone(tt.in)

@@ -23,12 +23,13 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                        metric.Meter
-	mu                           sync.Mutex
-	registrations                []metric.Registration
-	ProcessorNemoRunIds          metric.Int64Counter
-	ProcessorNemoRunInvalidRanks metric.Int64Counter
-	ProcessorNemoRunResources    metric.Int64Counter
+	meter                           metric.Meter
+	mu                              sync.Mutex
+	registrations                   []metric.Registration
+	ProcessorNemoRunIds             metric.Int64Counter
+	ProcessorNemoRunInvalidRanks    metric.Int64Counter
+	ProcessorNemoRunResources       metric.Int64Counter
+	ProcessorNemoRunUnreconciledIds metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -62,7 +63,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ProcessorNemoRunIds, err = builder.meter.Int64Counter(
 		"otelcol_processor_nemo_run_ids",
-		metric.WithDescription("Resources by what happened to their nemo.run.id: kept (the sender's), derived (missing, filled from job keys), reconciled (a per-process id replaced by the job-derived id), overridden (replaced by the collector's id, override: true), env / static / generated (missing, filled from the collector's environment, run_id, or the id generated at start). [Alpha]"),
+		metric.WithDescription("Resources by what happened to their nemo.run.id: kept (the sender's), derived (missing, filled from job keys), reconciled (a per-process id replaced by the job-derived id, or by the id of its single-node launch), overridden (replaced by the collector's id, override: true), env / static / generated (missing, filled from the collector's environment, run_id, or the id generated at start). [Alpha]"),
 		metric.WithUnit("{resource}"),
 	)
 	errs = errors.Join(errs, err)
@@ -76,6 +77,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_nemo_run_resources",
 		metric.WithDescription("Resources seen, by signal. [Alpha]"),
 		metric.WithUnit("{resource}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorNemoRunUnreconciledIds, err = builder.meter.Int64Counter(
+		"otelcol_processor_nemo_run_unreconciled_ids",
+		metric.WithDescription("Per-process run ids that no job key matched and that single-node reconciliation left as the sender minted them, by reason; counted once per id, when first seen (a warning says how to fix it). [Alpha]"),
+		metric.WithUnit("{id}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

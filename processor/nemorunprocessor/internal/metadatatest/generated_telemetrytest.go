@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 func AssertEqualProcessorNemoRunIds(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_nemo_run_ids",
-		Description: "Resources by what happened to their nemo.run.id: kept (the sender's), derived (missing, filled from job keys), reconciled (a per-process id replaced by the job-derived id), overridden (replaced by the collector's id, override: true), env / static / generated (missing, filled from the collector's environment, run_id, or the id generated at start). [Alpha]",
+		Description: "Resources by what happened to their nemo.run.id: kept (the sender's), derived (missing, filled from job keys), reconciled (a per-process id replaced by the job-derived id, or by the id of its single-node launch), overridden (replaced by the collector's id, override: true), env / static / generated (missing, filled from the collector's environment, run_id, or the id generated at start). [Alpha]",
 		Unit:        "{resource}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -65,6 +65,22 @@ func AssertEqualProcessorNemoRunResources(t *testing.T, tt *componenttest.Teleme
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_nemo_run_resources")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorNemoRunUnreconciledIds(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_nemo_run_unreconciled_ids",
+		Description: "Per-process run ids that no job key matched and that single-node reconciliation left as the sender minted them, by reason; counted once per id, when first seen (a warning says how to fix it). [Alpha]",
+		Unit:        "{id}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_nemo_run_unreconciled_ids")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -22,6 +22,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorNemoRunIds.Add(context.Background(), 1)
 	tb.ProcessorNemoRunInvalidRanks.Add(context.Background(), 1)
 	tb.ProcessorNemoRunResources.Add(context.Background(), 1)
+	tb.ProcessorNemoRunUnreconciledIds.Add(context.Background(), 1)
 	AssertEqualProcessorNemoRunIds(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -29,6 +30,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorNemoRunResources(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorNemoRunUnreconciledIds(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

@@ -1,0 +1,417 @@
+package nemorunprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor"
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+)
+
+// Single-node reconciliation (README "Bare torchrun"): ranks that sent a
+// per-process id and no job key are grouped into launches, one per
+// (host.name, service.name, rl.worker_group, world size) and window of first
+// sight. A launch's run id is the per-process id of the first rank seen, so
+// that no rank's data is ever written under one id and then another.
+
+const (
+	defaultSingleNodeWindow      = 60 * time.Second
+	defaultSingleNodeIdleTimeout = 7 * 24 * time.Hour
+
+	// maxTrackedIDs bounds the per-process ids remembered (about 150 bytes
+	// each); at the bound the least recently seen eighth is forgotten.
+	maxTrackedIDs = 1 << 16
+	// sweepInterval: how often ids idle for longer than the idle timeout are
+	// dropped.
+	sweepInterval = time.Minute
+	// warnRepeat: a warning that is not tied to one launch (no host.name,
+	// no world size, ...) is repeated at most this often per host, service
+	// and reason.
+	warnRepeat = time.Hour
+)
+
+const (
+	attrHostName    = "host.name"
+	attrServiceName = "service.name"
+	attrWorkerGroup = "rl.worker_group"
+)
+
+// unreconciledReason says why a per-process id without a job key kept its
+// own value.
+type unreconciledReason int
+
+const (
+	reasonNone unreconciledReason = iota
+	reasonNoHostName
+	reasonNoWorldSize
+	reasonNoRank
+	reasonRankOutOfRange
+	reasonMultiNode
+	reasonRankCollision
+	reasonLate
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"", "no_host_name", "no_world_size", "no_rank", "rank_out_of_range", "multi_node", "rank_collision", "late"}
+
+// reconcileSingleNode handles a per-process sender id with no job key. Only
+// this path takes a lock; explicit ids and job-keyed resources never get here.
+func (p *runProcessor) reconcileSingleNode(attrs pcommon.Map, raw pcommon.Value, sender string, t *tally) outcome {
+	if p.single == nil {
+		normaliseSenderRunID(raw, sender)
+		return outcomeKept
+	}
+	if _, upstream := attrs.Get(attrRunIDSource); upstream {
+		// An upstream nemo_run already chose this id.
+		normaliseSenderRunID(raw, sender)
+		return outcomeKept
+	}
+	v := p.single.decide(sender, attrs)
+	t.unreconciled[v.counted]++
+	if v.warn {
+		p.logRefusal(v.refusal)
+	}
+	if v.joined != nil {
+		p.logger.Info("Per-process run ids of one single-node launch share the id of its first rank",
+			zap.String("run_id", v.joined.id), zap.String("host.name", v.joined.key.host),
+			zap.String("service.name", v.joined.key.service), zap.Int64("world_size", v.joined.key.worldSize),
+			zap.Duration("single_node_window", p.single.window),
+			zap.String("note", "the id is chosen by this collector: other collectors, or this one after a restart, may choose another; "+singleNodeFix))
+	}
+	if v.runID == sender {
+		normaliseSenderRunID(raw, sender)
+		return outcomeKept
+	}
+	replaceRunID(attrs, raw, true, v.runID, sourceSingleNode)
+	return outcomeReconciled
+}
+
+// singleNodeFix is how a user gives all ranks of a job one id.
+const singleNodeFix = "to give every rank of a job one run id, export NEMO_LENS_RUN_ID=<id> in the job's environment before launching it " +
+	"(every rank inherits it), or run one collector per job with nemo_run override: true " +
+	"(NEMO_RUN_OVERRIDE=true with the presets) and the job's id in that collector's NEMO_LENS_RUN_ID"
+
+var refusalMessages = [numReasons]string{
+	reasonNoHostName:     "Per-process run id kept: the resource has no host.name, so the ranks of its job cannot be grouped and each stays a run of its own",
+	reasonNoWorldSize:    "Per-process run id kept: the resource has no world size (nv.dl.world_size or dl.world_size), so the ranks of its job cannot be grouped and each stays a run of its own",
+	reasonNoRank:         "Per-process run id kept: the resource has no rank (nv.dl.rank or dl.rank), so the ranks of its job cannot be grouped and each stays a run of its own",
+	reasonRankOutOfRange: "Per-process run id kept: its rank is not below its world size",
+	reasonMultiNode:      "Per-process run id kept: its rank differs from its local rank, so its job spans several hosts and its ranks cannot be grouped by host",
+	reasonRankCollision: "Per-process run ids kept: two processes on one host sent the same rank with different ids within single_node_window " +
+		"(two jobs launched together, or a restart); no further id joins this launch, ids that joined it before stay joined",
+	reasonLate: "Per-process run id kept: first seen after single_node_window of the launch missing its rank, so it may be another job's",
+}
+
+func (p *runProcessor) logRefusal(r refusal) {
+	fields := []zap.Field{
+		zap.String("reason", reasonNames[r.reason]),
+		zap.String("nemo.run.id", r.id),
+		zap.String("host.name", r.key.host),
+		zap.String("service.name", r.key.service),
+	}
+	if r.key.worldSize > 0 {
+		fields = append(fields, zap.Int64("world_size", r.key.worldSize))
+	}
+	if r.rank >= 0 {
+		fields = append(fields, zap.Int64("rank", r.rank))
+	}
+	if r.launchID != "" {
+		fields = append(fields, zap.String("launch_run_id", r.launchID), zap.Int("launch_ranks", r.members))
+	}
+	if r.other != "" {
+		fields = append(fields, zap.String("rank_taken_by", r.other))
+	}
+	if r.reason == reasonLate {
+		fields = append(fields, zap.Duration("after_first_rank", r.after), zap.Duration("single_node_window", p.single.window))
+	}
+	fields = append(fields, zap.String("fix", singleNodeFix))
+	p.logger.Warn(refusalMessages[r.reason], fields...)
+}
+
+// launchKey is what the ranks of one single-node launch share. Ranks are
+// numbered within an rl.worker_group (NeMo-RL), so it is part of the key.
+type launchKey struct {
+	host, service, workerGroup string
+	worldSize                  int64
+}
+
+func (k launchKey) clone() launchKey {
+	return launchKey{host: strings.Clone(k.host), service: strings.Clone(k.service), workerGroup: strings.Clone(k.workerGroup), worldSize: k.worldSize}
+}
+
+// launch is one group of ranks first seen within the window of each other.
+type launch struct {
+	key      launchKey
+	id       string    // the first rank's per-process id: every member's run id
+	first    time.Time // when that rank was first seen; the window starts here
+	lastSeen time.Time // last time any member was seen
+	ranks    map[int64]string
+	// collided: a rank came twice with different ids within the window. The
+	// launch then admits no one more: it cannot tell its ranks from another
+	// job's.
+	collided   bool
+	warnedLate bool
+}
+
+// idDecision is what was decided for one per-process id; it never changes
+// while the id is remembered.
+type idDecision struct {
+	runID    string
+	launch   *launch // nil when the id was refused
+	lastSeen time.Time
+}
+
+type warnKey struct {
+	host, service string
+	reason        unreconciledReason
+}
+
+// refusal describes a per-process id that kept its own value, for the
+// warning.
+type refusal struct {
+	reason   unreconciledReason
+	key      launchKey
+	rank     int64
+	id       string
+	launchID string        // the launch it could not join
+	members  int           // that launch's members
+	other    string        // rank_collision: the id that already has the rank
+	after    time.Duration // late: time since that launch's first rank
+}
+
+// verdict is decide's answer for one resource.
+type verdict struct {
+	runID string
+	// counted is set (with warn possibly) only on the call that first
+	// refused the id, so that each id is counted once.
+	counted unreconciledReason
+	warn    bool
+	refusal refusal
+	// joined is set when a second rank joins a launch: logged once per launch.
+	joined *launch
+}
+
+// singleNode holds the launches of one nemo_run component, shared by its
+// traces, metrics and logs processors so that they agree.
+type singleNode struct {
+	window, idle time.Duration
+	maxIDs       int
+	now          func() time.Time
+
+	mu        sync.Mutex
+	ids       map[string]idDecision
+	launches  map[launchKey]*launch
+	warned    map[warnKey]time.Time
+	nextSweep time.Time
+}
+
+func newSingleNode(cfg *Config, now func() time.Time) *singleNode {
+	return &singleNode{
+		window:   cfg.SingleNodeWindow,
+		idle:     cfg.SingleNodeIdleTimeout,
+		maxIDs:   maxTrackedIDs,
+		now:      now,
+		ids:      map[string]idDecision{},
+		launches: map[launchKey]*launch{},
+		warned:   map[warnKey]time.Time{},
+	}
+}
+
+// decide returns the run id for a resource whose sender id is the
+// per-process id id and that matched no job key. An id is decided once, when
+// first seen, and keeps that decision while it is remembered:
+//
+//   - the first id seen for a launch key (or the first after the last
+//     launch's window, when its rank is taken there) starts a launch and
+//     keeps its value, which becomes the launch's run id;
+//   - an id whose rank is free in a launch still within its window joins it;
+//   - an id whose rank is taken within the window refuses it and every later
+//     newcomer to that launch (two jobs, or a restart: rank_collision);
+//   - an id after the window whose rank is missing from the launch may be a
+//     late rank or another job's: refused (late).
+//
+// Resources without host.name, world size or rank, or whose rank is not
+// below the world size or differs from the local rank (a multi-node job),
+// are refused outright.
+func (s *singleNode) decide(id string, attrs pcommon.Map) verdict {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !now.Before(s.nextSweep) {
+		s.expire(now)
+	}
+	if d, ok := s.ids[id]; ok {
+		d.lastSeen = now
+		s.ids[id] = d
+		if d.launch != nil && d.launch.lastSeen.Before(now) {
+			d.launch.lastSeen = now
+		}
+		return verdict{runID: d.runID}
+	}
+
+	key, rank, reason := readIdentity(attrs)
+	r := refusal{reason: reason, key: key, rank: rank, id: id}
+	if reason != reasonNone {
+		return s.refuse(r, s.warnOnce(key, reason, now), now)
+	}
+	l := s.launches[key]
+	if l != nil && now.Sub(l.lastSeen) > s.idle {
+		l = nil
+	}
+	switch {
+	case l == nil:
+		return s.found(key, rank, id, now)
+	case l.ranks[rank] == id:
+		// A member forgotten under the id bound: its launch remembers it.
+		return s.join(l, rank, id, now)
+	case now.Sub(l.first) <= s.window:
+		other, taken := l.ranks[rank]
+		if !taken && !l.collided {
+			return s.join(l, rank, id, now)
+		}
+		warn := !l.collided
+		l.collided = true
+		r.reason, r.launchID, r.members, r.other = reasonRankCollision, l.id, len(l.ranks), other
+		return s.refuse(r, warn, now)
+	default:
+		if _, taken := l.ranks[rank]; taken {
+			// The rank is back with a new id after the window: a new launch
+			// (the next job on this host, or a restart).
+			return s.found(key, rank, id, now)
+		}
+		warn := !l.warnedLate
+		l.warnedLate = true
+		r.reason, r.launchID, r.members, r.after = reasonLate, l.id, len(l.ranks), now.Sub(l.first)
+		return s.refuse(r, warn, now)
+	}
+}
+
+// readIdentity reads the launch key and rank of a resource, or why it has
+// none usable.
+func readIdentity(attrs pcommon.Map) (launchKey, int64, unreconciledReason) {
+	var k launchKey
+	if v, ok := attrs.Get(attrServiceName); ok && v.Type() == pcommon.ValueTypeStr {
+		k.service = v.Str()
+	}
+	if v, ok := attrs.Get(attrHostName); ok && v.Type() == pcommon.ValueTypeStr {
+		k.host = strings.TrimSpace(v.Str())
+	}
+	if k.host == "" {
+		return k, -1, reasonNoHostName
+	}
+	ws, _, status := rankattr.Lookup(attrs, rankFieldKeys[fieldWorldSize])
+	if status != rankattr.Valid || ws == 0 {
+		return k, -1, reasonNoWorldSize
+	}
+	k.worldSize = ws
+	rank, _, status := rankattr.Lookup(attrs, rankFieldKeys[fieldRank])
+	if status != rankattr.Valid {
+		return k, -1, reasonNoRank
+	}
+	if rank >= ws {
+		return k, rank, reasonRankOutOfRange
+	}
+	// On one node torchrun's local rank equals the rank; where it differs,
+	// the job spans nodes and its other ranks are on other hosts.
+	if local, _, status := rankattr.Lookup(attrs, rankFieldKeys[fieldLocalRank]); status == rankattr.Valid && local != rank {
+		return k, rank, reasonMultiNode
+	}
+	if v, ok := attrs.Get(attrWorkerGroup); ok && v.Type() == pcommon.ValueTypeStr {
+		k.workerGroup = v.Str()
+	}
+	return k, rank, reasonNone
+}
+
+func (s *singleNode) found(key launchKey, rank int64, id string, now time.Time) verdict {
+	id = strings.Clone(id)
+	l := &launch{key: key.clone(), id: id, first: now, lastSeen: now, ranks: map[int64]string{rank: id}}
+	s.launches[l.key] = l
+	s.remember(id, id, l, now)
+	return verdict{runID: id}
+}
+
+func (s *singleNode) join(l *launch, rank int64, id string, now time.Time) verdict {
+	id = strings.Clone(id)
+	l.ranks[rank] = id
+	l.lastSeen = now
+	s.remember(id, l.id, l, now)
+	v := verdict{runID: l.id}
+	if len(l.ranks) == 2 {
+		v.joined = l
+	}
+	return v
+}
+
+func (s *singleNode) refuse(r refusal, warn bool, now time.Time) verdict {
+	id := strings.Clone(r.id)
+	s.remember(id, id, nil, now)
+	return verdict{runID: id, counted: r.reason, warn: warn, refusal: r}
+}
+
+func (s *singleNode) remember(id, runID string, l *launch, now time.Time) {
+	if len(s.ids) >= s.maxIDs {
+		s.evictOldest()
+	}
+	s.ids[id] = idDecision{runID: runID, launch: l, lastSeen: now}
+}
+
+// warnOnce reports whether a warning not tied to a launch is due for
+// (host, service, reason).
+func (s *singleNode) warnOnce(key launchKey, reason unreconciledReason, now time.Time) bool {
+	k := warnKey{host: key.host, service: key.service, reason: reason}
+	if last, ok := s.warned[k]; ok && now.Sub(last) < warnRepeat {
+		return false
+	}
+	if len(s.warned) >= s.maxIDs {
+		return false
+	}
+	k.host, k.service = strings.Clone(k.host), strings.Clone(k.service)
+	s.warned[k] = now
+	return true
+}
+
+// expire drops ids and launches idle for longer than the idle timeout, and
+// warnings due again.
+func (s *singleNode) expire(now time.Time) {
+	for id, d := range s.ids {
+		if now.Sub(d.lastSeen) > s.idle {
+			delete(s.ids, id)
+		}
+	}
+	for k, l := range s.launches {
+		if now.Sub(l.lastSeen) > s.idle {
+			delete(s.launches, k)
+		}
+	}
+	for k, last := range s.warned {
+		if now.Sub(last) >= warnRepeat {
+			delete(s.warned, k)
+		}
+	}
+	s.nextSweep = now.Add(sweepInterval)
+}
+
+// evictOldest forgets the least recently seen eighth of the ids, and the
+// launches none of whose members was seen since.
+func (s *singleNode) evictOldest() {
+	seen := make([]time.Time, 0, len(s.ids))
+	for _, d := range s.ids {
+		seen = append(seen, d.lastSeen)
+	}
+	slices.SortFunc(seen, time.Time.Compare)
+	cutoff := seen[len(seen)/8]
+	for id, d := range s.ids {
+		if !d.lastSeen.After(cutoff) {
+			delete(s.ids, id)
+		}
+	}
+	for k, l := range s.launches {
+		if !l.lastSeen.After(cutoff) {
+			delete(s.launches, k)
+		}
+	}
+}
