@@ -15,8 +15,8 @@ CONFIG      ?= configs/file.yaml
 export GOFLAGS ?= -buildvcs=false
 
 # Everything the binary is built from: a change to any of these rebuilds it, nothing else does.
-COMPONENT_SRC := $(shell find exporter processor confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' 2>/dev/null)
-METADATA      := $(shell find exporter processor -name metadata.yaml 2>/dev/null)
+COMPONENT_SRC := $(shell find exporter processor connector confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' 2>/dev/null)
+METADATA      := $(shell find exporter processor connector -name metadata.yaml 2>/dev/null)
 GENERATED_DIRS := $(sort $(dir $(METADATA)))
 
 .PHONY: help

@@ -25,15 +25,15 @@ func testEnv(t *testing.T) map[string]string {
 		"NEMO_TELEMETRY_DIR": t.TempDir(),
 		// Tests that count every item keep every rank; the rank_strategy
 		// tests set their own strategy.
-		"NEMO_RANK_STRATEGY":          "all_ranks",
-		"NEMO_QUEUE_DIR":              t.TempDir(),
-		"HONEYCOMB_API_KEY":           "test-honeycomb-key-0123456789abcdef",
-		"OTLP_BACKEND_ENDPOINT":       "127.0.0.1:9",
-		"OTLP_BEARER_TOKEN":           "test-bearer-token",
-		"WANDB_API_KEY":               "test-wandb-key",
-		"GATEWAY_ENDPOINTS":           "[127.0.0.1:4317]", // configs/agent.yaml; validate does not connect
-		"OTLP_TLS_CERT_FILE":          "testdata/not-loaded-by-validate.crt",
-		"OTLP_TLS_KEY_FILE":           "testdata/not-loaded-by-validate.key",
+		"NEMO_RANK_STRATEGY":    "all_ranks",
+		"NEMO_QUEUE_DIR":        t.TempDir(),
+		"HONEYCOMB_API_KEY":     "test-honeycomb-key-0123456789abcdef",
+		"OTLP_BACKEND_ENDPOINT": "127.0.0.1:9",
+		"OTLP_BEARER_TOKEN":     "test-bearer-token",
+		"WANDB_API_KEY":         "test-wandb-key",
+		"GATEWAY_ENDPOINTS":     "[127.0.0.1:4317]", // configs/agent.yaml; validate does not connect
+		"OTLP_TLS_CERT_FILE":    "testdata/not-loaded-by-validate.crt",
+		"OTLP_TLS_KEY_FILE":     "testdata/not-loaded-by-validate.key",
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
@@ -30,6 +31,10 @@ type telemetry struct {
 	Severities map[string]int
 	// SpanRecords holds every span record, for tests that look at more.
 	SpanRecords []record
+	// StepPoints holds the nemo_steps connector's data points (metrics named
+	// nemo.step.*). They are what the collector derived, not what a rank
+	// sent, so they are counted in none of the above.
+	StepPoints []record
 }
 
 // record is one JSONL line, decoded.
@@ -66,6 +71,18 @@ func (r record) rank() int64 {
 	return -1
 }
 
+// stepPointPrefix starts the JSONL line of a nemo_steps data point.
+var stepPointPrefix = []byte(`{"name":"nemo.step.`)
+
+// signalFile is the name of the file a (possibly rotated) output file
+// belongs to: traces-2026-12-01T11-57-50.813.jsonl is traces.jsonl.
+func signalFile(name string) string {
+	if i := strings.IndexByte(name, '-'); i > 0 && strings.HasSuffix(name, ".jsonl") {
+		return name[:i] + ".jsonl"
+	}
+	return name
+}
+
 // readTelemetry parses every *.jsonl file under dir (traces.jsonl,
 // metrics.jsonl, logs.jsonl, per run directory). Every line must be a
 // complete, strictly valid JSON object; jq must accept every file too.
@@ -81,7 +98,7 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 		eachLine(t, path, func(line []byte) {
 			rec := decodeRecord(t, rel, line)
 			var n lensemu.Result
-			switch filepath.Base(path) {
+			switch signalFile(filepath.Base(path)) {
 			case "traces.jsonl":
 				n.Spans = 1
 				got.SpanRecords = append(got.SpanRecords, rec)
@@ -89,6 +106,10 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 					got.ErrorSpans = append(got.ErrorSpans, fmt.Sprintf("%d/%s", rec.rank(), rec.str("name")))
 				}
 			case "metrics.jsonl":
+				if strings.HasPrefix(rec.str("name"), "nemo.step.") {
+					got.StepPoints = append(got.StepPoints, rec)
+					return
+				}
 				n.DataPoints = 1
 			case "logs.jsonl":
 				n.LogRecords = 1

@@ -329,7 +329,7 @@ func TestBadInputIsSkippedAndCounted(t *testing.T) {
 	}, metricdatatest.IgnoreTimestamp())
 	busy := named(h.points(), "nemo.step.busy_time")
 	require.Len(t, busy, 1)
-	assert.Equal(t, map[string]any{"nemo.run.id": "run-h", "dl.rank": int64(3)}, busy[0].attrs, "a string rank under the older key, put as found")
+	assert.Equal(t, map[string]any{"nemo.run.id": "run-h", "nv.dl.rank": int64(3)}, busy[0].attrs, "a string rank under the older key: an int under the first of rank_keys")
 	assert.Equal(t, 1.0, busy[0].value)
 	assert.Equal(t, map[string]any{"nemo.run.id": "run-h"}, busy[0].resource, "no service.name: the run only")
 }

@@ -59,8 +59,9 @@ type rankLabels struct {
 	// group holds the group_keys present: the run's identity, the only
 	// attributes of the stragglers count.
 	group []label
-	// node holds the rank under the key it was found under, host.name and
-	// the local rank.
+	// node holds the rank and the local rank, under the first of rank_keys
+	// and local_rank_keys whichever key a rank sent them under (one series
+	// per rank in a job that mixes nv.dl.* and dl.*), and host.name.
 	node []label
 }
 
@@ -120,8 +121,8 @@ func (id identity) groupHash(attrs pcommon.Map) uint64 {
 // labelsFor returns prev when it still describes the resource (the common
 // case: one comparison per attribute, no allocation) and new labels
 // otherwise, e.g. when a rank restarted on another host.
-func (id identity) labelsFor(prev *rankLabels, attrs pcommon.Map, rankAttr string, rank int64) *rankLabels {
-	if prev != nil && id.matches(prev, attrs, rankAttr, rank) {
+func (id identity) labelsFor(prev *rankLabels, attrs pcommon.Map, rank int64) *rankLabels {
+	if prev != nil && id.matches(prev, attrs, rank) {
 		return prev
 	}
 	l := &rankLabels{group: make([]label, 0, len(id.groupKeys)), node: make([]label, 0, 3)}
@@ -133,17 +134,17 @@ func (id identity) labelsFor(prev *rankLabels, attrs pcommon.Map, rankAttr strin
 			l.group = append(l.group, labelOf(k, v))
 		}
 	}
-	l.node = append(l.node, label{key: rankAttr, num: rank, isNum: true})
+	l.node = append(l.node, label{key: id.rankKeys[0], num: rank, isNum: true})
 	if v, ok := attrs.Get(hostNameKey); ok {
 		l.node = append(l.node, labelOf(hostNameKey, v))
 	}
-	if local, key, status := rankattr.Lookup(attrs, id.localRankKeys); status == rankattr.Valid {
-		l.node = append(l.node, label{key: key, num: local, isNum: true})
+	if local, _, status := rankattr.Lookup(attrs, id.localRankKeys); status == rankattr.Valid {
+		l.node = append(l.node, label{key: id.localRankKeys[0], num: local, isNum: true})
 	}
 	return l
 }
 
-func (id identity) matches(l *rankLabels, attrs pcommon.Map, rankAttr string, rank int64) bool {
+func (id identity) matches(l *rankLabels, attrs pcommon.Map, rank int64) bool {
 	if v, ok := attrs.Get(serviceNameKey); (ok && v.AsString() != l.service) || (!ok && l.service != "") {
 		return false
 	}
@@ -160,7 +161,7 @@ func (id identity) matches(l *rankLabels, attrs pcommon.Map, rankAttr string, ra
 		return false
 	}
 	want := 1
-	if n := l.node[0]; n.key != rankAttr || n.num != rank {
+	if n := l.node[0]; n.num != rank {
 		return false
 	}
 	if v, ok := attrs.Get(hostNameKey); ok {
@@ -169,8 +170,8 @@ func (id identity) matches(l *rankLabels, attrs pcommon.Map, rankAttr string, ra
 		}
 		want++
 	}
-	if local, key, status := rankattr.Lookup(attrs, id.localRankKeys); status == rankattr.Valid {
-		if len(l.node) <= want || l.node[want].key != key || l.node[want].num != local {
+	if local, _, status := rankattr.Lookup(attrs, id.localRankKeys); status == rankattr.Valid {
+		if len(l.node) <= want || l.node[want].num != local {
 			return false
 		}
 		want++

@@ -36,7 +36,6 @@ type resourceRank struct {
 	identified bool
 	reason     skipReason
 	key        rankKey
-	rankAttr   string
 	worldSize  int64
 	attrs      pcommon.Map
 	state      *rankState
@@ -58,7 +57,7 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 			}
 			if !r.identified {
 				r.identified = true
-				r.key, r.rankAttr, r.worldSize, r.reason = c.id.rankOf(r.attrs)
+				r.key, _, r.worldSize, r.reason = c.id.rankOf(r.attrs)
 			}
 			if r.reason != skipNone {
 				t.skipped[r.reason]++
@@ -108,7 +107,7 @@ func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, now time.Dur
 		return
 	}
 	state := c.stateOf(r)
-	state.labels = c.id.labelsFor(state.labels, r.attrs, r.rankAttr, r.key.rank)
+	state.labels = c.id.labelsFor(state.labels, r.attrs, r.key.rank)
 	st.index[r.key.rank] = int32(len(st.ranks))
 	st.ranks = append(st.ranks, rankStep{rank: r.key.rank, start: start, end: end, labels: state.labels})
 	c.openRankSteps++

@@ -43,23 +43,23 @@ func TestLabelsFollowTheResource(t *testing.T) {
 	attrs.PutStr("host.name", "node-1")
 	attrs.PutInt("process.pid", 77)
 
-	l := id.labelsFor(nil, attrs, "nv.dl.rank", 9)
+	l := id.labelsFor(nil, attrs, 9)
 	assert.Equal(t, "megatron", l.service)
 	assert.Equal(t, []label{{key: "nemo.run.id", str: "run-a"}}, l.group)
 	assert.Equal(t, []label{{key: "nv.dl.rank", num: 9, isNum: true}, {key: "host.name", str: "node-1"}, {key: "nv.dl.local_rank", num: 1, isNum: true}}, l.node,
 		"local rank as an int, whatever its type on the resource")
-	assert.Same(t, l, id.labelsFor(l, attrs, "nv.dl.rank", 9), "unchanged: reused")
+	assert.Same(t, l, id.labelsFor(l, attrs, 9), "unchanged: reused")
 
 	attrs.PutInt("process.pid", 78)
-	assert.Same(t, l, id.labelsFor(l, attrs, "nv.dl.rank", 9), "a restart with a new pid is the same series")
+	assert.Same(t, l, id.labelsFor(l, attrs, 9), "a restart with a new pid is the same series")
 
 	attrs.PutStr("host.name", "node-7")
-	moved := id.labelsFor(l, attrs, "nv.dl.rank", 9)
+	moved := id.labelsFor(l, attrs, 9)
 	assert.NotSame(t, l, moved, "restarted on another node")
 	assert.Equal(t, "node-7", moved.node[1].str)
 
 	attrs.PutStr("rl.worker_group", "policy")
-	grouped := id.labelsFor(moved, attrs, "nv.dl.rank", 9)
+	grouped := id.labelsFor(moved, attrs, 9)
 	assert.Len(t, grouped.group, 2)
 }
 
