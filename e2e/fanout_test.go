@@ -42,7 +42,7 @@ const (
 // Lens-shaped job (four ranks, half gRPC and half HTTP, one with an error
 // step, all with user.email as a resource attribute) and three extra spans
 // (two health checks, one checkpoint span with user.email as a span
-// attribute) are sent; every trace passes tail sampling (100%), so every
+// attribute) are sent; step sampling keeps every step (its default), so every
 // destination must hold exactly the acknowledged spans minus the health
 // checks, with cluster.name added and user.email gone.
 func TestFanoutPreset(t *testing.T) { testFanout(t, "fanout.yaml", true) }
@@ -96,7 +96,6 @@ func testFanout(t *testing.T, preset string, withWeave bool) {
 	env["WANDB_PROJECT"] = project
 	env["PROMETHEUS_EXPORTER_PORT"] = strconv.Itoa(promPort)
 	env["CLUSTER_NAME"] = cluster
-	env["NEMO_TAIL_SAMPLE_PERCENT"] = "100"
 	env["NEMO_RANK_STRATEGY"] = "all_ranks"
 	c := testcollector.Start(t, testcollector.Config(t, preset), testcollector.Options{Env: env})
 
@@ -122,11 +121,10 @@ func testFanout(t *testing.T, preset string, withWeave bool) {
 	}
 	t.Logf("acknowledged: %s; %d spans expected downstream (health checks %v dropped)", describe(sent), wantSpans, dropped)
 
-	// Prometheus: the metrics pipeline has no tail sampling, the values are
+	// Prometheus: the metrics pipeline has no sampling, the values are
 	// there within a batch timeout. Checked while the collector runs.
 	checkPrometheus(t, promPort, runID, worldSize, steps, cluster)
 
-	// Jaeger and Weave get the spans after tail_sampling's decision_wait (10s).
 	waitFor(t, deliveryTimeout, "every kept span in Jaeger", func() bool { return int64(jaeger.SpanCount(t, "nemo")) >= wantSpans })
 	if withWeave {
 		waitFor(t, deliveryTimeout, "every kept span at the fake Weave", func() bool { return int64(weave.Count(otlpsink.Traces)) >= wantSpans })

@@ -1,8 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"hash/maphash"

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -18,15 +20,34 @@ func overlays(t *testing.T) []string {
 	return list
 }
 
-// TestOverlaysValidateOnEveryPreset: every overlay claims to fit any
-// preset; `validate` agrees for each pair.
+// fitsRe reads an overlay's "# Fits: any preset" or "# Fits: a.yaml, b.yaml".
+var fitsRe = regexp.MustCompile(`(?m)^# Fits: (.+)$`)
+
+// TestOverlaysValidateOnEveryPreset: every overlay says which presets it
+// fits (its "# Fits:" line); `validate` agrees for each of them.
 func TestOverlaysValidateOnEveryPreset(t *testing.T) {
 	presets, err := filepath.Glob(filepath.Join(testcollector.RepoRoot(t), "configs", "*.yaml"))
 	if err != nil || len(presets) == 0 {
 		t.Fatalf("no presets in configs/: %v", err)
 	}
 	for _, o := range overlays(t) {
-		for _, p := range presets {
+		raw, err := os.ReadFile(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := fitsRe.FindSubmatch(raw)
+		if m == nil {
+			t.Errorf("%s has no \"# Fits:\" line naming the presets it fits", filepath.Base(o))
+			continue
+		}
+		fits := presets
+		if s := strings.TrimSpace(string(m[1])); s != "any preset" {
+			fits = nil
+			for _, name := range strings.Split(s, ",") {
+				fits = append(fits, filepath.Join(testcollector.RepoRoot(t), "configs", strings.TrimSpace(name)))
+			}
+		}
+		for _, p := range fits {
 			t.Run(filepath.Base(o)+"+"+filepath.Base(p), func(t *testing.T) {
 				if out, err := testcollector.Run(t, testEnv(t), "validate", "--config="+p, "--config="+o); err != nil {
 					t.Fatalf("validate %s + %s: %v\n%s", filepath.Base(p), filepath.Base(o), err, out)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -650,34 +650,11 @@ func runLoadgenProcess(bin string, args []string) error {
 	return nil
 }
 
-// gatewayTailSampling is the overlay the README's "Scaling out" section
-// gives for jobs whose traces are short (one per step or request): errors
-// kept, a tenth of the rest, decided 30s after a trace's first span.
-const gatewayTailSampling = `
-processors:
-  tail_sampling:
-    decision_wait: 30s
-    policies:
-      - name: errors
-        type: status_code
-        status_code: {status_codes: [ERROR]}
-      - name: a-tenth-of-the-rest
-        type: probabilistic
-        probabilistic: {sampling_percentage: 10}
-service:
-  pipelines:
-    traces:
-      processors: [memory_limiter, rank_strategy, tail_sampling]
-`
-
-// TestGatewayTailSamplingOverlayValidates: the documented tail_sampling
-// overlay merges onto configs/gateway.yaml into a config the collector
+// TestGatewayTailSamplingOverlayValidates: configs/overlays/gateway-tail-sampling.yaml
+// merges onto configs/gateway.yaml into a config the collector
 // accepts, with tail_sampling in the traces pipeline.
 func TestGatewayTailSamplingOverlayValidates(t *testing.T) {
-	overlay := t.TempDir() + "/tail-sampling.yaml"
-	if err := os.WriteFile(overlay, []byte(gatewayTailSampling), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	overlay := filepath.Join(testcollector.RepoRoot(t), "configs", "overlays", "gateway-tail-sampling.yaml")
 	args := []string{"--config=" + testcollector.Config(t, "gateway.yaml"), "--config=" + overlay}
 	if out, err := testcollector.Run(t, tierEnv(t), append([]string{"validate"}, args...)...); err != nil {
 		t.Fatalf("validate gateway.yaml + the tail_sampling overlay: %v\n%s", err, out)
@@ -696,7 +673,7 @@ func TestGatewayTailSamplingOverlayValidates(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(out), &merged); err != nil {
 		t.Fatalf("print-config output: %v\n%s", err, out)
 	}
-	want := []string{"memory_limiter", "rank_strategy", "tail_sampling"}
+	want := []string{"rank_strategy", "step_sampling", "tail_sampling"}
 	if got := merged.Service.Pipelines["traces"].Processors; !slices.Equal(got, want) {
 		t.Errorf("merged traces pipeline processors %v, want %v", got, want)
 	}

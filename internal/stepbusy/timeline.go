@@ -51,8 +51,9 @@ func NewTimeline[K comparable](limit int) *Timeline[K] {
 	return &Timeline[K]{limit: max(limit, 1), cur: make(map[K]*rankSteps), prev: make(map[K]*rankSteps)}
 }
 
-// Add records a step span [start, end] of rank (ns). A step span without a
-// usable duration (end < start) is ignored.
+// Add records a step span [start, end) of rank (ns): a span starting at its
+// end belongs to the next step, which starts there in synchronous training.
+// A step span without a usable duration (end < start) is ignored.
 func (tl *Timeline[K]) Add(rank K, iteration, start, end int64) {
 	if end < start {
 		return
@@ -75,7 +76,7 @@ func (tl *Timeline[K]) Place(rank K, t int64) (int64, Place) {
 		return 0, Unknown
 	}
 	for i := range r.n {
-		if s := r.steps[i]; s.start <= t && t <= s.end {
+		if s := r.steps[i]; s.start <= t && t < s.end {
 			return s.iteration, InStep
 		}
 	}

@@ -1,0 +1,115 @@
+package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+)
+
+// Config configures the step_sampling processor.
+type Config struct {
+	// SampleRate is the fraction of iterations kept, in [0,1]. Iteration i
+	// of run r is kept when the first 8 bytes of sha256("r:i"), read as a
+	// big-endian integer and shifted right by 11 bits, over 2^53, is below
+	// SampleRate. 1 keeps every step.
+	SampleRate float64 `mapstructure:"sample_rate"`
+
+	// Every keeps the iterations divisible by it instead (10 keeps 0, 10,
+	// 20, ...); 0 leaves it unused. It is an alternative to SampleRate: the
+	// two cannot be combined.
+	Every int64 `mapstructure:"every"`
+
+	// RunIDKey is the resource attribute holding the run id that the sample
+	// is drawn for; every rank of a run must carry the same value.
+	RunIDKey string `mapstructure:"run_id_key"`
+
+	// RankKeys are the resource attributes holding the rank, first present
+	// wins. Resources without a usable rank pass untouched.
+	RankKeys []string `mapstructure:"rank_keys"`
+
+	// GroupKeys are the resource attributes that, with the run id and the
+	// rank, tell one training process from another: rank numbers are only
+	// unique within a run and worker group.
+	GroupKeys []string `mapstructure:"group_keys"`
+
+	// StepSpanNames are the names of the span covering one rank's step
+	// (Megatron-LM: megatron.train_step, or megatron.train.iteration in its
+	// newer span taxonomy), a trace root or a child of a run-long job span.
+	StepSpanNames []string `mapstructure:"step_span_names"`
+
+	// IterationAttribute is the step span attribute holding the iteration
+	// number (an int or a decimal string).
+	IterationAttribute string `mapstructure:"iteration_attribute"`
+
+	// DecisionWait is the longest a span is held waiting for the step span
+	// that tells its step; then it is passed on undecided (kept).
+	DecisionWait time.Duration `mapstructure:"decision_wait"`
+
+	// MaxBufferedSpans bounds the spans held; beyond it the oldest are
+	// passed on undecided (kept).
+	MaxBufferedSpans int `mapstructure:"max_buffered_spans"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+var _ component.Config = (*Config)(nil)
+
+// Validate checks the configuration; errors name the offending key and say
+// what would be accepted.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if math.IsNaN(cfg.SampleRate) || cfg.SampleRate < 0 || cfg.SampleRate > 1 {
+		errs = append(errs, fmt.Errorf("sample_rate must be a fraction in [0,1] (0.01 keeps 1%% of steps, 1 keeps every step), got %v", cfg.SampleRate))
+	}
+	if cfg.Every < 0 {
+		errs = append(errs, fmt.Errorf("every must be 0 (unused) or a positive number of iterations (10 keeps 0, 10, 20, ...), got %d", cfg.Every))
+	}
+	if cfg.Every > 0 && cfg.SampleRate < 1 {
+		errs = append(errs, fmt.Errorf("sample_rate (%v) and every (%d) are alternatives: set one of them and leave the other at its default (sample_rate: 1, every: 0)",
+			cfg.SampleRate, cfg.Every))
+	}
+	if strings.TrimSpace(cfg.RunIDKey) == "" {
+		errs = append(errs, errors.New("run_id_key must name the resource attribute holding the run id, e.g. nemo.run.id"))
+	}
+	errs = append(errs,
+		validateList("rank_keys", cfg.RankKeys, "nv.dl.rank, dl.rank"),
+		validateList("step_span_names", cfg.StepSpanNames, "megatron.train_step, megatron.train.iteration"))
+	for i, k := range cfg.GroupKeys {
+		if strings.TrimSpace(k) == "" {
+			errs = append(errs, fmt.Errorf("group_keys[%d] must not be empty; remove the entry", i))
+		}
+	}
+	if strings.TrimSpace(cfg.IterationAttribute) == "" {
+		errs = append(errs, errors.New("iteration_attribute must name the step span attribute holding the iteration, e.g. megatron.iteration"))
+	}
+	if cfg.DecisionWait <= 0 {
+		errs = append(errs, fmt.Errorf("decision_wait must be positive, e.g. 10s, got %s", cfg.DecisionWait))
+	}
+	if cfg.MaxBufferedSpans < 1 {
+		errs = append(errs, fmt.Errorf("max_buffered_spans must be at least 1, got %d", cfg.MaxBufferedSpans))
+	}
+	return errors.Join(errs...)
+}
+
+func validateList(key string, values []string, example string) error {
+	if len(values) == 0 {
+		return fmt.Errorf("%s must list at least one name, e.g. [%s]", key, example)
+	}
+	for i, v := range values {
+		if strings.TrimSpace(v) == "" {
+			return fmt.Errorf("%s[%d] must not be empty; remove the entry", key, i)
+		}
+	}
+	return nil
+}
+
+// keepsAll reports whether the configuration keeps every step, so that the
+// processor can pass batches through untouched.
+func (cfg *Config) keepsAll() bool {
+	return cfg.SampleRate >= 1 && cfg.Every <= 1
+}

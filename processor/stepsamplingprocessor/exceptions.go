@@ -1,0 +1,66 @@
+package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
+
+// rememberedExceptions is how many of a rank's most recent steps kept for an
+// error or as a straggler (outside the sample) are remembered.
+const rememberedExceptions = 8
+
+// keptExceptions is a ring of a rank's last steps kept outside the sample.
+type keptExceptions struct {
+	iterations [rememberedExceptions]int64
+	reasons    [rememberedExceptions]keepReason
+	n, next    int
+}
+
+// exceptionMemory remembers, per rank, the recent steps kept outside the
+// sample, so that a span of such a step arriving after its step was decided
+// is kept too. Steps in the sample need no memory: the sample is a function
+// of the run id and the iteration. Like stepbusy.Timeline it keeps at most
+// about 2 x limit ranks in two generations. Not safe for concurrent use.
+type exceptionMemory struct {
+	limit     int
+	cur, prev map[rankKey]*keptExceptions
+}
+
+func newExceptionMemory(limit int) *exceptionMemory {
+	return &exceptionMemory{limit: max(limit, 1), cur: make(map[rankKey]*keptExceptions), prev: make(map[rankKey]*keptExceptions)}
+}
+
+// lookup says whether the rank's step was kept outside the sample, and why.
+func (m *exceptionMemory) lookup(rank rankKey, iteration int64) (keepReason, bool) {
+	k := m.cur[rank]
+	if k == nil {
+		if k = m.prev[rank]; k == nil {
+			return 0, false
+		}
+	}
+	for i := range k.n {
+		if k.iterations[i] == iteration {
+			return k.reasons[i], true
+		}
+	}
+	return 0, false
+}
+
+// remember notes that the rank's step was kept outside the sample.
+func (m *exceptionMemory) remember(rank rankKey, iteration int64, r keepReason) {
+	k := m.cur[rank]
+	if k == nil {
+		if k = m.prev[rank]; k != nil {
+			delete(m.prev, rank)
+		} else {
+			k = &keptExceptions{}
+		}
+		if len(m.cur) >= m.limit {
+			m.prev, m.cur = m.cur, make(map[rankKey]*keptExceptions, m.limit)
+		}
+		m.cur[rank] = k
+	}
+	for i := range k.n {
+		if k.iterations[i] == iteration {
+			return
+		}
+	}
+	k.iterations[k.next], k.reasons[k.next] = iteration, r
+	k.next = (k.next + 1) % rememberedExceptions
+	k.n = min(k.n+1, rememberedExceptions)
+}

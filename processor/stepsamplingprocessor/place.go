@@ -1,0 +1,301 @@
+package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
+
+import (
+	"math"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+const (
+	// keptReasonKey says why a span of a kept step was kept. It is the
+	// attribute rank_strategy marks the steps and spans it keeps with, so
+	// that one attribute tells every reason, whichever processor kept it.
+	keptReasonKey = "nemo.rank_strategy.kept_reason"
+	// truncatedKey is set to true by NeMo Lens on spans force-closed at
+	// shutdown.
+	truncatedKey = "nemo.span.truncated"
+)
+
+type placeKind uint8
+
+const (
+	placeNone    placeKind = iota // not placed yet
+	placeOutside                  // belongs to no step: passed untouched
+	placeInStep                   // tied to a rank step of the batch
+	placeHold                     // its step span has not come yet
+)
+
+// spanPlace is where a span of the batch belongs.
+type spanPlace struct {
+	kind placeKind
+	step int32 // index in batch.steps, with placeInStep
+}
+
+type stepKey struct {
+	rank      rankKey
+	iteration int64
+}
+
+// rankStep is one rank's step with spans in the batch (or held spans
+// resolved in it), and its decision.
+type rankStep struct {
+	key            stepKey
+	runID          string
+	err, straggler bool
+	keep           bool
+	reason         keepReason
+}
+
+// resolvedRef is a span of a held chunk decided in this batch.
+type resolvedRef struct {
+	ref   heldRef
+	place spanPlace
+	// held: the span was held (and counted so); otherwise it arrived with
+	// this batch in a resource moved out whole because other spans wait.
+	held bool
+}
+
+// batch is the scratch space of one ConsumeTraces call, reused under mu.
+type batch struct {
+	ids []rankIdentity
+	// spans and places list the spans of the resources with a rank, in
+	// order.
+	spans    []ptrace.Span
+	places   []spanPlace
+	steps    []rankStep
+	stepIdx  map[stepKey]int32
+	lastStep int32
+	// The spans of the batch whose step is not known so far: a list per
+	// rank, from its head (an index into spans) through next, -1 ending it.
+	pendingHead map[rankKey]int32
+	pendingNext []int32
+	resolved    []resolvedRef
+	mover       spanMover
+}
+
+func newBatch() *batch {
+	return &batch{stepIdx: make(map[stepKey]int32), pendingHead: make(map[rankKey]int32), mover: newSpanMover()}
+}
+
+func (b *batch) reset() {
+	clear(b.ids)
+	b.ids = b.ids[:0]
+	clear(b.spans)
+	b.spans = b.spans[:0]
+	b.places = b.places[:0]
+	clear(b.steps)
+	b.steps = b.steps[:0]
+	clear(b.stepIdx)
+	b.lastStep = -1
+	clear(b.pendingHead)
+	b.pendingNext = b.pendingNext[:0]
+	clear(b.resolved)
+	b.resolved = b.resolved[:0]
+}
+
+// inStep ties a span to its rank step and notes whether the span makes the
+// step one that is always kept.
+func (b *batch) inStep(id rankIdentity, iteration int64, s ptrace.Span) spanPlace {
+	key := stepKey{rank: id.key, iteration: iteration}
+	idx := b.lastStep
+	if idx < 0 || b.steps[idx].key != key {
+		var ok bool
+		if idx, ok = b.stepIdx[key]; !ok {
+			idx = int32(len(b.steps))
+			b.steps = append(b.steps, rankStep{key: key, runID: id.runID})
+			b.stepIdx[key] = idx
+		}
+		b.lastStep = idx
+	}
+	st := &b.steps[idx]
+	if !st.err && isError(s) {
+		st.err = true
+	}
+	if !st.straggler && isStraggler(s) {
+		st.straggler = true
+	}
+	return spanPlace{kind: placeInStep, step: idx}
+}
+
+// placeBatch places every span of the batch: a step span is its own step;
+// another span is in the step of its rank that covers its start time, or
+// outside every step, or held for a step span still to come.
+func (p *stepSamplingProcessor) placeBatch(rss ptrace.ResourceSpansSlice, b *batch) {
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		id := p.reader.identify(rs.Resource().Attributes())
+		b.ids = append(b.ids, id)
+		if id.ok {
+			p.placeResource(id, rs, b)
+		}
+	}
+}
+
+// placeResource works through the resource's spans in order. Spans end,
+// and so are exported, children first: a step's spans come before its step
+// span. So each step span is recorded before the spans preceding it are
+// placed; that way a batch holding many steps of a rank places each span
+// while its step is among the few the timeline remembers.
+func (p *stepSamplingProcessor) placeResource(id rankIdentity, rs ptrace.ResourceSpans, b *batch) {
+	base := len(b.spans)
+	sss := rs.ScopeSpans()
+	for i := 0; i < sss.Len(); i++ {
+		spans := sss.At(i).Spans()
+		for j := 0; j < spans.Len(); j++ {
+			b.spans = append(b.spans, spans.At(j))
+		}
+	}
+	b.places = slices.Grow(b.places, len(b.spans)-base)[:len(b.spans)]
+	clear(b.places[base:])
+	b.pendingNext = slices.Grow(b.pendingNext, len(b.spans)-base)[:len(b.spans)]
+	seg := base
+	for f := base; f < len(b.spans); f++ {
+		s := b.spans[f]
+		if !p.isStepName(s.Name()) {
+			continue
+		}
+		iteration, ok := p.iteration(s)
+		if !ok {
+			// Not a usable step span: it passes as a span outside steps.
+			b.places[f] = spanPlace{kind: placeOutside}
+			continue
+		}
+		p.stepSeen = true
+		p.timeline.Add(id.key, iteration, nanos(s.StartTimestamp()), nanos(s.EndTimestamp()))
+		b.places[f] = b.inStep(id, iteration, s)
+		p.resolveRank(id, b)
+		for ; seg < f; seg++ {
+			p.placeSpan(id, seg, b)
+		}
+		seg = f + 1
+	}
+	for ; seg < len(b.spans); seg++ {
+		p.placeSpan(id, seg, b)
+	}
+}
+
+func (p *stepSamplingProcessor) placeSpan(id rankIdentity, f int, b *batch) {
+	if b.places[f].kind != placeNone {
+		return
+	}
+	s := b.spans[f]
+	if s.ParentSpanID().IsEmpty() {
+		// A root that is not a step span (a job span) is in no step.
+		b.places[f] = spanPlace{kind: placeOutside}
+		return
+	}
+	iteration, where := p.timeline.Place(id.key, nanos(s.StartTimestamp()))
+	switch where {
+	case stepbusy.InStep:
+		b.places[f] = b.inStep(id, iteration, s)
+	case stepbusy.Outside:
+		b.places[f] = spanPlace{kind: placeOutside}
+	default:
+		b.places[f] = spanPlace{kind: placeHold}
+		b.pendingNext[f] = -1
+		if head, ok := b.pendingHead[id.key]; ok {
+			b.pendingNext[f] = head
+		}
+		b.pendingHead[id.key] = int32(f)
+	}
+}
+
+// resolveRank places again, after a new step span of the rank, the rank's
+// spans that wait for their step: held from earlier batches, and pending
+// in this one.
+func (p *stepSamplingProcessor) resolveRank(id rankIdentity, b *batch) {
+	if rh := p.held.byRank[id.key]; rh != nil && len(rh.refs) > 0 {
+		left := rh.refs[:0]
+		for _, r := range rh.refs {
+			s := r.span()
+			iteration, where := p.timeline.Place(id.key, nanos(s.StartTimestamp()))
+			switch where {
+			case stepbusy.InStep:
+				b.resolved = append(b.resolved, resolvedRef{ref: r, place: b.inStep(r.chunk.id, iteration, s), held: true})
+			case stepbusy.Outside:
+				b.resolved = append(b.resolved, resolvedRef{ref: r, place: spanPlace{kind: placeOutside}, held: true})
+			default:
+				left = append(left, r)
+			}
+		}
+		clear(rh.refs[len(left):])
+		rh.refs = left
+	}
+	head, ok := b.pendingHead[id.key]
+	if !ok {
+		return
+	}
+	left := int32(-1)
+	for f := head; f >= 0; {
+		next := b.pendingNext[f]
+		s := b.spans[f]
+		iteration, where := p.timeline.Place(id.key, nanos(s.StartTimestamp()))
+		switch where {
+		case stepbusy.InStep:
+			b.places[f] = b.inStep(id, iteration, s)
+		case stepbusy.Outside:
+			b.places[f] = spanPlace{kind: placeOutside}
+		default:
+			b.pendingNext[f] = left
+			left = f
+		}
+		f = next
+	}
+	if left < 0 {
+		delete(b.pendingHead, id.key)
+	} else {
+		b.pendingHead[id.key] = left
+	}
+}
+
+func (p *stepSamplingProcessor) isStepName(name string) bool {
+	for _, n := range p.stepNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *stepSamplingProcessor) iteration(s ptrace.Span) (int64, bool) {
+	v, ok := s.Attributes().Get(p.iterKey)
+	if !ok {
+		return 0, false
+	}
+	return rankattr.Parse(v)
+}
+
+// isError: status ERROR, or force-closed at shutdown (nemo.span.truncated).
+func isError(s ptrace.Span) bool {
+	if s.Status().Code() == ptrace.StatusCodeError {
+		return true
+	}
+	v, ok := s.Attributes().Get(truncatedKey)
+	return ok && isTrue(v)
+}
+
+// isStraggler: rank_strategy kept the span's step as a straggler.
+func isStraggler(s ptrace.Span) bool {
+	v, ok := s.Attributes().Get(keptReasonKey)
+	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == reasonStraggler.String()
+}
+
+// isTrue accepts a bool true, and the string "true" that an attribute set
+// through an environment variable would carry.
+func isTrue(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeBool:
+		return v.Bool()
+	case pcommon.ValueTypeStr:
+		return v.Str() == "true"
+	default:
+		return false
+	}
+}
+
+func nanos(ts pcommon.Timestamp) int64 { return int64(min(uint64(ts), math.MaxInt64)) }

@@ -1,0 +1,228 @@
+package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
+)
+
+// maxRememberedRanks bounds the ranks whose recent steps are remembered
+// (about twice this many).
+const maxRememberedRanks = 65536
+
+// tickInterval is how often held spans whose decision_wait is over are
+// passed on: a tenth of decision_wait, between 10ms and 1s.
+func tickInterval(wait time.Duration) time.Duration {
+	return min(max(wait/10, 10*time.Millisecond), time.Second)
+}
+
+// stepSamplingProcessor keeps the sampled steps of every rank. It is safe
+// for concurrent use: ConsumeTraces from several receivers, and the ticker
+// that passes on held spans whose wait is over.
+//
+// This file receives batches and runs the ticker; place.go ties spans to
+// their steps; decide.go decides steps and carries the decisions out;
+// held.go keeps the spans that wait for their step span.
+type stepSamplingProcessor struct {
+	keepAll   bool
+	sampler   *stepSampler
+	reader    rankReader
+	stepNames []string
+	iterKey   string
+	wait      time.Duration
+	maxHeld   int
+	clock     clock
+	epoch     time.Time
+	logger    *zap.Logger
+	next      consumer.Traces
+	telemetry *telemetry
+
+	mu           sync.Mutex
+	closed       bool
+	timeline     *stepbusy.Timeline[rankKey]
+	memory       *exceptionMemory
+	held         heldStore
+	scratch      *batch
+	stepSeen     bool
+	warnedNoStep bool
+
+	stop   chan struct{}
+	done   chan struct{}
+	ticker ticker
+}
+
+func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer.Traces, clk clock) (*stepSamplingProcessor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("step_sampling: %w", err)
+	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("step_sampling: create internal metrics: %w", err)
+	}
+	return &stepSamplingProcessor{
+		keepAll: cfg.keepsAll(),
+		sampler: newStepSampler(cfg),
+		reader: rankReader{
+			runIDKey:  cfg.RunIDKey,
+			rankKeys:  slices.Clone(cfg.RankKeys),
+			groupKeys: slices.Clone(cfg.GroupKeys),
+			seed:      maphash.MakeSeed(),
+		},
+		stepNames: slices.Clone(cfg.StepSpanNames),
+		iterKey:   cfg.IterationAttribute,
+		wait:      cfg.DecisionWait,
+		maxHeld:   cfg.MaxBufferedSpans,
+		clock:     clk,
+		epoch:     clk.Now(),
+		logger:    set.Logger,
+		next:      next,
+		telemetry: newTelemetry(tb),
+		timeline:  stepbusy.NewTimeline[rankKey](maxRememberedRanks),
+		memory:    newExceptionMemory(maxRememberedRanks),
+		held:      newHeldStore(),
+		scratch:   newBatch(),
+	}, nil
+}
+
+// now is the processor's monotonic time.
+func (p *stepSamplingProcessor) now() time.Duration { return p.clock.Now().Sub(p.epoch) }
+
+func (p *stepSamplingProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	if p.keepAll {
+		return td, nil
+	}
+	var t tally
+	p.mu.Lock()
+	p.consume(td.ResourceSpans(), &t)
+	p.mu.Unlock()
+	p.telemetry.record(ctx, &t)
+	if td.ResourceSpans().Len() == 0 {
+		return td, processorhelper.ErrSkipProcessingData
+	}
+	return td, nil
+}
+
+// consume decides what it can of the batch at once: most spans come with
+// their step span. The rest is held; held spans whose step span came now
+// join the batch if kept.
+func (p *stepSamplingProcessor) consume(rss ptrace.ResourceSpansSlice, t *tally) {
+	b := p.scratch
+	b.reset()
+	p.placeBatch(rss, b)
+	p.decideSteps(b)
+	p.applyBatch(rss, b, p.now(), t)
+	p.emitResolved(rss, b, t)
+	p.enforceBudget(rss, t)
+}
+
+func (p *stepSamplingProcessor) start(context.Context, component.Host) error {
+	if p.keepAll {
+		return nil
+	}
+	p.ticker = p.clock.NewTicker(tickInterval(p.wait))
+	p.stop = make(chan struct{})
+	p.done = make(chan struct{})
+	go p.run(p.ticker, p.stop, p.done)
+	return nil
+}
+
+func (p *stepSamplingProcessor) run(tk ticker, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tk.C():
+			p.tick(context.Background())
+		}
+	}
+}
+
+// tick passes on, undecided, the held spans whose decision_wait is over.
+func (p *stepSamplingProcessor) tick(ctx context.Context) {
+	var t tally
+	td := ptrace.NewTraces()
+	p.mu.Lock()
+	through := p.now() - p.wait
+	for c := p.held.oldest(); c != nil && c.arrival <= through; c = p.held.oldest() {
+		n := int64(p.held.passOn(c, td.ResourceSpans()))
+		p.held.pop()
+		t.undecided[causeWaitExpired] += n
+		t.held -= n
+	}
+	p.held.sweep()
+	warn := t.undecided[causeWaitExpired] > 0 && !p.stepSeen && !p.warnedNoStep
+	if warn {
+		p.warnedNoStep = true
+	}
+	p.mu.Unlock()
+	if warn {
+		p.logger.Warn(fmt.Sprintf("step_sampling: no span named %s with a usable %q attribute has come yet, so spans are held for decision_wait and then passed on undecided. "+
+			"Check step_span_names and iteration_attribute. Logged once.", quotedList(p.stepNames), p.iterKey),
+			zap.Int64("spans", t.undecided[causeWaitExpired]))
+	}
+	_ = p.send(ctx, td, "decision_wait ended")
+	p.telemetry.record(ctx, &t)
+}
+
+// shutdown stops the ticker and passes on everything held before returning.
+func (p *stepSamplingProcessor) shutdown(ctx context.Context) error {
+	if p.stop != nil {
+		close(p.stop)
+		<-p.done
+		p.ticker.Stop()
+		p.stop = nil
+	}
+	var t tally
+	td := ptrace.NewTraces()
+	p.mu.Lock()
+	p.closed = true
+	for c := p.held.oldest(); c != nil; c = p.held.oldest() {
+		n := int64(p.held.passOn(c, td.ResourceSpans()))
+		p.held.pop()
+		t.undecided[causeShutdown] += n
+		t.held -= n
+	}
+	p.mu.Unlock()
+	err := p.send(ctx, td, "shutdown")
+	p.telemetry.record(ctx, &t)
+	p.telemetry.tb.Shutdown()
+	if err != nil {
+		return fmt.Errorf("step_sampling: pass on held spans at shutdown: %w", err)
+	}
+	return nil
+}
+
+func (p *stepSamplingProcessor) send(ctx context.Context, td ptrace.Traces, why string) error {
+	if td.ResourceSpans().Len() == 0 {
+		return nil
+	}
+	if err := p.next.ConsumeTraces(ctx, td); err != nil {
+		p.logger.Error("step_sampling: the next consumer refused held spans passed on undecided ("+why+")",
+			zap.Int("spans", td.SpanCount()), zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, " or ")
+}
