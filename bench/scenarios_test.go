@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
@@ -69,7 +71,10 @@ type scenario struct {
 	// env holds extra environment variables of the collector (a preset's knobs).
 	env map[string]string
 	// sink starts a local OTLP/HTTP sink and passes its URL as BENCH_SINK_ENDPOINT.
-	sink   bool
+	sink bool
+	// derive, when set, edits the config before the run: a preset's
+	// counterpart without one of its parts, compared with it side by side.
+	derive func(cfg map[string]any)
 	phases []phase
 }
 
@@ -125,6 +130,11 @@ func scenarioList() []scenario {
 		{name: "preset", what: "configs/file.yaml as committed (the default preset), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std},
+		// The default preset without the nemo_steps connector (step metrics
+		// of every rank) against it: what the metrics cost.
+		{name: "preset_no_step_metrics", what: "configs/file.yaml without nemo_steps (no forward split), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			derive: withoutStepMetrics, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std},
 		// Every span written: the durable default preset with all_ranks, and
 		// its fast mode, against the stock file exporter on the same load.
 		{name: "file_1000_ranks", what: "OTLP -> batch -> stock `file` (json), 1,000 ranks", config: "bench/configs/file.yaml",
@@ -132,6 +142,10 @@ func scenarioList() []scenario {
 		{name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write), 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
+		// Every rank, 1% of the steps (step_sampling), against every step.
+		{name: "preset_all_ranks_steps_1pct", what: "configs/file.yaml with all_ranks and NEMO_STEP_SAMPLE_RATE=0.01, 1,000 ranks", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_STEP_SAMPLE_RATE": "0.01"}, requires: []string{"rank_strategy", "jsonl_file", "step_sampling"},
+			baseline: "preset_all_ranks", loadgen: thousandRanks, phases: std},
 		{name: "preset_all_ranks_fast", what: "configs/file.yaml with all_ranks and NEMO_JSONL_DURABLE=false, 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_JSONL_DURABLE": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
@@ -298,6 +312,9 @@ func runScenario(t *testing.T, root string, sc scenario, loadgen string, length 
 		env["BENCH_SINK_ENDPOINT"] = startSink(t).srv.URL
 	}
 	config := filepath.Join(root, sc.config)
+	if sc.derive != nil {
+		config = derivedConfig(t, config, sc.derive)
+	}
 	var c *testcollector.Collector
 	var out []phaseResult
 	for _, ph := range sc.phases {
@@ -321,6 +338,50 @@ func runScenario(t *testing.T, root string, sc scenario, loadgen string, length 
 	}
 	c.Stop()
 	return out
+}
+
+// derivedConfig writes the config at path, edited by derive, to a file of
+// the test's and returns its path.
+func derivedConfig(t *testing.T, path string, derive func(map[string]any)) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	derive(cfg)
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	derived := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(derived, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return derived
+}
+
+// withoutStepMetrics is a preset without the nemo_steps connector: the
+// traces go from the receiver straight to rank_strategy, as before the
+// forward split, and the metrics/steps pipeline is gone.
+func withoutStepMetrics(cfg map[string]any) {
+	delete(cfg, "connectors")
+	service, _ := cfg["service"].(map[string]any)
+	pipes, _ := service["pipelines"].(map[string]any)
+	in, _ := pipes["traces/in"].(map[string]any)
+	for name, p := range pipes {
+		pl, _ := p.(map[string]any)
+		if recv, _ := pl["receivers"].([]any); len(recv) == 1 && recv[0] == "forward/traces" {
+			procs, _ := pl["processors"].([]any)
+			pl["receivers"] = in["receivers"]
+			pl["processors"] = append(append([]any{}, in["processors"].([]any)...), procs...)
+			pipes[name] = pl
+		}
+	}
+	delete(pipes, "traces/in")
+	delete(pipes, "metrics/steps")
 }
 
 // runPhase drives one load phase at c. With drain it waits for the pipeline

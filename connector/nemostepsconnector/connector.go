@@ -2,6 +2,7 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,7 +11,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
@@ -167,12 +167,11 @@ func (c *stepsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) er
 // the interval when it is over, and sends the points.
 func (c *stepsConnector) tick(ctx context.Context) {
 	var t tally
-	md, n := c.decideDue(&t)
-	_ = c.send(ctx, md, n, &t)
+	_ = c.send(ctx, c.decideDue(&t), &t)
 	c.tel.record(ctx, &t)
 }
 
-func (c *stepsConnector) decideDue(t *tally) (pmetric.Metrics, int) {
+func (c *stepsConnector) decideDue(t *tally) []batch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -203,8 +202,7 @@ func (c *stepsConnector) Shutdown(ctx context.Context) error {
 		c.stop = nil
 	}
 	var t tally
-	md, n := c.drain(&t)
-	err := c.send(ctx, md, n, &t)
+	err := c.send(ctx, c.drain(&t), &t)
 	c.tel.record(ctx, &t)
 	c.tel.tb.Shutdown()
 	if err != nil {
@@ -213,11 +211,11 @@ func (c *stepsConnector) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-func (c *stepsConnector) drain(t *tally) (pmetric.Metrics, int) {
+func (c *stepsConnector) drain(t *tally) []batch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return pmetric.NewMetrics(), 0
+		return nil
 	}
 	c.closed = true
 	for st := c.oldestOpen(); st != nil; st = c.oldestOpen() {
@@ -234,15 +232,16 @@ func (c *stepsConnector) drain(t *tally) (pmetric.Metrics, int) {
 	return c.out.take()
 }
 
-func (c *stepsConnector) send(ctx context.Context, md pmetric.Metrics, n int, t *tally) error {
-	if n == 0 {
-		return nil
+func (c *stepsConnector) send(ctx context.Context, batches []batch, t *tally) error {
+	var errs []error
+	for _, b := range batches {
+		if err := c.next.ConsumeMetrics(ctx, b.md); err != nil {
+			t.sendFailed += int64(b.points)
+			c.logger.Error("nemo_steps: the next consumer refused step metrics", zap.Int("data_points", b.points), zap.Error(err))
+			errs = append(errs, err)
+			continue
+		}
+		t.dataPoints += int64(b.points)
 	}
-	if err := c.next.ConsumeMetrics(ctx, md); err != nil {
-		t.sendFailed += int64(n)
-		c.logger.Error("nemo_steps: the next consumer refused step metrics", zap.Int("data_points", n), zap.Error(err))
-		return err
-	}
-	t.dataPoints += int64(n)
-	return nil
+	return errors.Join(errs...)
 }

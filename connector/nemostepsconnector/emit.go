@@ -60,12 +60,27 @@ var stragglersDesc = metricDesc{"nemo.step.stragglers", "{step}",
 // resource (jsonl_file's {nemo.run.id} paths) puts the points with the run's
 // other metrics; the points carry them too, so that the Prometheus exporter
 // labels them without resource_to_telemetry_conversion.
+//
+// It cuts the points into batches of at most maxBatchPoints: a tick can
+// decide many steps at once (at saturation, a thousand ranks' worth of
+// steps), and one huge request would be refused whole by an exporter whose
+// sending queue counts items (jsonl_file's "element size too large").
 type pointWriter struct {
 	md        pmetric.Metrics
 	resources map[string]*resourceMetrics
-	points    int
+	points    int // in md
+	full      []batch
 	key       strings.Builder
 }
+
+// batch is a finished request of step metrics and its data points.
+type batch struct {
+	md     pmetric.Metrics
+	points int
+}
+
+// maxBatchPoints bounds the data points of one request of step metrics.
+const maxBatchPoints = 8192
 
 type resourceMetrics struct {
 	metrics pmetric.MetricSlice
@@ -138,7 +153,7 @@ func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
 	attrs.EnsureCapacity(len(l.group) + len(l.node))
 	putLabels(attrs, l.group)
 	putLabels(attrs, l.node)
-	w.points++
+	w.added()
 }
 
 // stragglers adds a run's cumulative straggler count.
@@ -148,13 +163,27 @@ func (w *pointWriter) stragglers(run *runCount) {
 	dp.SetTimestamp(pcommon.Timestamp(run.last))
 	dp.SetIntValue(run.count)
 	putLabels(dp.Attributes(), run.group)
-	w.points++
+	w.added()
 }
 
-// take returns what was collected and starts over.
-func (w *pointWriter) take() (pmetric.Metrics, int) {
-	md, n := w.md, w.points
-	w.md, w.points = pmetric.NewMetrics(), 0
-	clear(w.resources)
-	return md, n
+// added counts a point and starts a new batch when this one is full.
+func (w *pointWriter) added() {
+	w.points++
+	if w.points >= maxBatchPoints {
+		w.full = append(w.full, batch{md: w.md, points: w.points})
+		w.md, w.points = pmetric.NewMetrics(), 0
+		clear(w.resources)
+	}
+}
+
+// take returns the batches collected and starts over.
+func (w *pointWriter) take() []batch {
+	out := w.full
+	if w.points > 0 {
+		out = append(out, batch{md: w.md, points: w.points})
+		w.md, w.points = pmetric.NewMetrics(), 0
+		clear(w.resources)
+	}
+	w.full = nil
+	return out
 }

@@ -102,3 +102,25 @@ func TestWaitWhoseStepNeverComesExpires(t *testing.T) {
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "pending_expired"))},
 	}, metricdatatest.IgnoreTimestamp())
 }
+
+// A tick that decides many steps at once sends them in requests of at most
+// maxBatchPoints points, so that an exporter whose queue counts items does
+// not refuse one huge request whole.
+func TestPointWriterCutsBatches(t *testing.T) {
+	w := newPointWriter()
+	l := &rankLabels{service: "megatron", group: []label{{key: "nemo.run.id", str: "run-b"}}, node: []label{{key: "nv.dl.rank", num: 1, isNum: true}}}
+	const n = 2*maxBatchPoints + 100
+	for i := range n {
+		w.gauge(gBusy, l, int64(i), 1)
+	}
+	batches := w.take()
+	require.Len(t, batches, 3)
+	total := 0
+	for _, b := range batches {
+		assert.LessOrEqual(t, b.points, maxBatchPoints)
+		assert.Equal(t, b.points, b.md.DataPointCount())
+		total += b.points
+	}
+	assert.Equal(t, n, total)
+	assert.Empty(t, w.take(), "taken: nothing left")
+}
