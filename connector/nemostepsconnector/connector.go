@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
@@ -50,7 +51,7 @@ type stepsConnector struct {
 	interval   time.Duration
 	maxOpen    int
 	id         identity
-	clock      clock
+	clk        clock.Clock
 	epoch      time.Time
 	logger     *zap.Logger
 	next       consumer.Metrics
@@ -74,12 +75,12 @@ type stepsConnector struct {
 
 	stop   chan struct{}
 	done   chan struct{}
-	ticker ticker
+	ticker clock.Ticker
 }
 
 var _ connector.Traces = (*stepsConnector)(nil)
 
-func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, clk clock) (*stepsConnector, error) {
+func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, clk clock.Clock) (*stepsConnector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("nemo_steps: %w", err)
 	}
@@ -100,7 +101,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		interval:   cfg.Interval,
 		maxOpen:    cfg.MaxOpenRankSteps,
 		id:         newIdentity(cfg),
-		clock:      clk,
+		clk:        clk,
 		epoch:      clk.Now(),
 		logger:     set.Logger,
 		next:       next,
@@ -122,18 +123,29 @@ func (c *stepsConnector) Capabilities() consumer.Capabilities {
 }
 
 // now is the connector's monotonic time.
-func (c *stepsConnector) now() time.Duration { return c.clock.Now().Sub(c.epoch) }
+func (c *stepsConnector) now() time.Duration { return c.clk.Now().Sub(c.epoch) }
+
+// tickInterval is how often steps are looked at: a tenth of decision_wait
+// (and of interval, when set), between 10ms and 1s, so that a complete step
+// is emitted soon after its last rank reported.
+func tickInterval(wait, interval time.Duration) time.Duration {
+	every := wait / 10
+	if interval > 0 {
+		every = min(every, interval/10)
+	}
+	return min(max(every, 10*time.Millisecond), time.Second)
+}
 
 // Start starts the decision ticker.
 func (c *stepsConnector) Start(context.Context, component.Host) error {
-	c.ticker = c.clock.NewTicker(tickInterval(c.wait, c.interval))
+	c.ticker = c.clk.NewTicker(tickInterval(c.wait, c.interval))
 	c.stop = make(chan struct{})
 	c.done = make(chan struct{})
 	go c.run(c.ticker, c.stop, c.done)
 	return nil
 }
 
-func (c *stepsConnector) run(tk ticker, stop <-chan struct{}, done chan<- struct{}) {
+func (c *stepsConnector) run(tk clock.Ticker, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
 		select {

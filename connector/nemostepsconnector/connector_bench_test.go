@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 )
 
 const (
@@ -86,7 +87,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			tel := componenttest.NewTelemetry()
 			defer func() { _ = tel.Shutdown(context.Background()) }()
-			clk := newFakeClock()
+			clk := clocktest.NewFake()
 			c, err := newConnector(metadatatest.NewSettings(tel), createDefaultConfig().(*Config), consumertest.NewNop(), clk)
 			if err != nil {
 				b.Fatal(err)

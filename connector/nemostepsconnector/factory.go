@@ -10,16 +10,16 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
-// Defaults shared with rank_strategy's stragglers block. rank_strategy keeps
-// its own copies unexported (defaultStragglersConfig and the group keys in
-// its createDefaultConfig); these duplicate them until both read one
-// exported list.
+// Scoring defaults, the same as rank_strategy's stragglers block. The step
+// span names, iteration attribute, wait spans and group keys come from
+// internal/stepbusy and internal/rankattr, which rank_strategy reads too.
 const (
 	defaultDecisionWait        = 10 * time.Second
-	defaultIterationAttribute  = "megatron.iteration"
 	defaultRelativeThreshold   = 0.7
 	defaultIndividualThreshold = 0.7
 	defaultHistory             = 20
@@ -29,26 +29,6 @@ const (
 // (ten steps a second over decision_wait, while one rank is missing), about
 // 160 MB at the ~160 bytes per open rank step README.md gives.
 const defaultMaxOpenRankSteps = 1_000_000
-
-// defaultStepSpanNames are Megatron-LM's per-iteration spans in its first
-// and its newer span taxonomy.
-func defaultStepSpanNames() []string {
-	return []string{"megatron.train_step", "megatron.train.iteration"}
-}
-
-// defaultWaitSpans are Megatron-LM's communication spans in which a rank
-// waits for its peers: the data-parallel gradient sync and the
-// pipeline-parallel receives. Sends are not waits: they return once the
-// data is handed over.
-func defaultWaitSpans() []string {
-	return []string{"megatron.grad_sync.*", "megatron.p2p.recv_*", "megatron.pp.recv_*"}
-}
-
-// defaultGroupKeys identify a run and, in NeMo-RL, the worker group within
-// which ranks are numbered.
-func defaultGroupKeys() []string {
-	return []string{"nemo.run.id", "rl.worker_group"}
-}
 
 // NewFactory returns the factory for the nemo_steps connector.
 func NewFactory() connector.Factory {
@@ -61,9 +41,9 @@ func NewFactory() connector.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		StepSpanNames:       defaultStepSpanNames(),
-		IterationAttribute:  defaultIterationAttribute,
-		WaitSpans:           defaultWaitSpans(),
+		StepSpanNames:       stepbusy.DefaultStepSpanNames(),
+		IterationAttribute:  stepbusy.DefaultIterationAttribute,
+		WaitSpans:           stepbusy.DefaultWaitSpans(),
 		RelativeThreshold:   defaultRelativeThreshold,
 		IndividualThreshold: defaultIndividualThreshold,
 		History:             defaultHistory,
@@ -72,10 +52,10 @@ func createDefaultConfig() component.Config {
 		RankKeys:            slices.Clone(rankattr.DefaultRankKeys),
 		WorldSizeKeys:       slices.Clone(rankattr.DefaultWorldSizeKeys),
 		LocalRankKeys:       slices.Clone(rankattr.DefaultLocalRankKeys),
-		GroupKeys:           defaultGroupKeys(),
+		GroupKeys:           slices.Clone(rankattr.DefaultGroupKeys),
 	}
 }
 
 func createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
-	return newConnector(set, cfg.(*Config), next, wallClock{})
+	return newConnector(set, cfg.(*Config), next, clock.Wall())
 }

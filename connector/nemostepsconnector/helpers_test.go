@@ -15,12 +15,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 )
 
 // harness runs the connector on a fake clock and captures what it sends.
 type harness struct {
 	t    *testing.T
-	clk  *fakeClock
+	clk  *clocktest.Fake
 	sink *consumertest.MetricsSink
 	c    *stepsConnector
 	tel  *componenttest.Telemetry
@@ -35,7 +36,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 	require.NoError(t, cfg.Validate())
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	h := &harness{t: t, clk: newFakeClock(), sink: new(consumertest.MetricsSink), tel: tel}
+	h := &harness{t: t, clk: clocktest.NewFake(), sink: new(consumertest.MetricsSink), tel: tel}
 	c, err := newConnector(metadatatest.NewSettings(tel), cfg, h.sink, h.clk)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))

@@ -20,6 +20,12 @@ var (
 	DefaultLocalRankKeys = []string{"nv.dl.local_rank", "dl.local_rank"}
 )
 
+// DefaultGroupKeys are the resource attributes that identify a run and, in
+// NeMo-RL, the worker group within which ranks are numbered: rank numbers are
+// only meaningful within one group. Like the keys above, callers clone it
+// before keeping it.
+var DefaultGroupKeys = []string{"nemo.run.id", "rl.worker_group"}
+
 // Status says what Lookup found.
 type Status int
 

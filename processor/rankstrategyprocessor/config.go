@@ -170,7 +170,6 @@ type StragglersConfig struct {
 // The thresholds are those of nvidia-resiliency-ext's examples.
 const (
 	defaultDecisionWait        = 10 * time.Second
-	defaultIterationAttribute  = "megatron.iteration"
 	defaultRelativeThreshold   = 0.7
 	defaultIndividualThreshold = 0.7
 	defaultHistory             = 20
@@ -179,27 +178,12 @@ const (
 	defaultDecisionCacheSize   = 10_000
 )
 
-// defaultStepSpanNames are Megatron-LM's per-iteration spans in its first
-// and its newer span taxonomy.
-func defaultStepSpanNames() []string {
-	return []string{"megatron.train_step", "megatron.train.iteration"}
-}
-
-// defaultWaitSpans are Megatron-LM's communication spans in which a rank
-// waits for its peers: the data-parallel gradient sync (reduce-scatter or
-// all-reduce, directly under the step) and the pipeline-parallel receives
-// (under forward_backward). Sends are not waits: they return once the data
-// is handed over.
-func defaultWaitSpans() []string {
-	return []string{"megatron.grad_sync.*", "megatron.p2p.recv_*", "megatron.pp.recv_*"}
-}
-
 func defaultStragglersConfig() StragglersConfig {
 	return StragglersConfig{
 		DecisionWait:        defaultDecisionWait,
-		StepSpanNames:       defaultStepSpanNames(),
-		IterationAttribute:  defaultIterationAttribute,
-		WaitSpans:           defaultWaitSpans(),
+		StepSpanNames:       stepbusy.DefaultStepSpanNames(),
+		IterationAttribute:  stepbusy.DefaultIterationAttribute,
+		WaitSpans:           stepbusy.DefaultWaitSpans(),
 		RelativeThreshold:   defaultRelativeThreshold,
 		IndividualThreshold: defaultIndividualThreshold,
 		History:             defaultHistory,

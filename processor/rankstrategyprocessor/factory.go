@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 )
@@ -38,7 +39,7 @@ func createDefaultConfig() component.Config {
 		RankKeys:        slices.Clone(rankattr.DefaultRankKeys),
 		WorldSizeKeys:   slices.Clone(rankattr.DefaultWorldSizeKeys),
 		LocalRankKeys:   slices.Clone(rankattr.DefaultLocalRankKeys),
-		GroupKeys:       []string{"nemo.run.id", "rl.worker_group"},
+		GroupKeys:       slices.Clone(rankattr.DefaultGroupKeys),
 		OnMissingRank:   MissingRankKeep,
 		KeepErrors:      true,
 		KeepLogSeverity: "ERROR",
@@ -47,13 +48,13 @@ func createDefaultConfig() component.Config {
 }
 
 func createTraces(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
-	tp, _, err := newTracesProcessor(ctx, set, cfg.(*Config), next, wallClock{})
+	tp, _, err := newTracesProcessor(ctx, set, cfg.(*Config), next, clock.Wall())
 	return tp, err
 }
 
 // newTracesProcessor is createTraces with the straggler buffer's clock
 // injected, so that tests can decide steps without sleeping and look inside.
-func newTracesProcessor(ctx context.Context, set processor.Settings, cfg *Config, next consumer.Traces, clk clock) (processor.Traces, *rankStrategyProcessor, error) {
+func newTracesProcessor(ctx context.Context, set processor.Settings, cfg *Config, next consumer.Traces, clk clock.Clock) (processor.Traces, *rankStrategyProcessor, error) {
 	p, err := newRankStrategyProcessor(set, cfg, pipeline.SignalTraces)
 	if err != nil {
 		return nil, nil, err

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 )
 
@@ -92,7 +93,7 @@ func newRankStrategyProcessor(set processor.Settings, cfg *Config, signal pipeli
 
 // enableStragglers attaches the straggler buffer to a traces processor. Kept
 // straggler spans are passed to next from the buffer's own ticker.
-func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Settings, next consumer.Traces, clk clock) error {
+func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Settings, next consumer.Traces, clk clock.Clock) error {
 	sc := cfg.Stragglers.Get()
 	if sc == nil {
 		return nil

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
@@ -46,7 +47,7 @@ type stragglerBuffer struct {
 	worldSizeKeys []string
 	selector      *rankSelector
 	seed          maphash.Seed
-	clock         clock
+	clk           clock.Clock
 	epoch         time.Time
 	logger        *zap.Logger
 	next          consumer.Traces
@@ -89,10 +90,10 @@ type stragglerBuffer struct {
 
 	stop   chan struct{}
 	done   chan struct{}
-	ticker ticker
+	ticker clock.Ticker
 }
 
-func newStragglerBuffer(cfg *StragglersConfig, rankKeys, worldSizeKeys []string, selector *rankSelector, clk clock, logger *zap.Logger,
+func newStragglerBuffer(cfg *StragglersConfig, rankKeys, worldSizeKeys []string, selector *rankSelector, clk clock.Clock, logger *zap.Logger,
 	next consumer.Traces, record func(context.Context, *tally),
 ) (*stragglerBuffer, error) {
 	if err := cfg.Validate(); err != nil {
@@ -116,7 +117,7 @@ func newStragglerBuffer(cfg *StragglersConfig, rankKeys, worldSizeKeys []string,
 		worldSizeKeys: worldSizeKeys,
 		selector:      selector,
 		seed:          maphash.MakeSeed(),
-		clock:         clk,
+		clk:           clk,
 		epoch:         clk.Now(),
 		logger:        logger,
 		next:          next,
@@ -137,17 +138,17 @@ func newStragglerBuffer(cfg *StragglersConfig, rankKeys, worldSizeKeys []string,
 const maxRememberedRanks = 65536
 
 // now is the buffer's monotonic time.
-func (b *stragglerBuffer) now() time.Duration { return b.clock.Now().Sub(b.epoch) }
+func (b *stragglerBuffer) now() time.Duration { return b.clk.Now().Sub(b.epoch) }
 
 // start starts the decision ticker.
 func (b *stragglerBuffer) start() {
-	b.ticker = b.clock.NewTicker(tickInterval(b.wait))
+	b.ticker = b.clk.NewTicker(tickInterval(b.wait))
 	b.stop = make(chan struct{})
 	b.done = make(chan struct{})
 	go b.run(b.ticker, b.stop, b.done)
 }
 
-func (b *stragglerBuffer) run(tk ticker, stop <-chan struct{}, done chan<- struct{}) {
+func (b *stragglerBuffer) run(tk clock.Ticker, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
 		select {

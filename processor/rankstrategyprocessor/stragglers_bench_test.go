@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 )
 
@@ -124,7 +125,7 @@ func benchStepBatches(iteration int) []ptrace.Traces {
 type benchStragglers struct {
 	tp        processor.Traces
 	p         *rankStrategyProcessor
-	clock     *fakeClock
+	clock     *clocktest.Fake
 	iteration int
 }
 
@@ -138,7 +139,7 @@ func newBenchStragglers(b *testing.B, stragglers bool, edit func(*StragglersConf
 		}
 	}
 	require.NoError(b, cfg.Validate())
-	clk := newFakeClock()
+	clk := clocktest.NewFake()
 	tp, p, err := newTracesProcessor(context.Background(), nopSettings(), cfg, consumertest.NewNop(), clk)
 	require.NoError(b, err)
 	require.NoError(b, tp.Start(context.Background(), componenttest.NewNopHost()))

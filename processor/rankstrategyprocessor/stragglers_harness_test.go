@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
 
@@ -270,7 +271,7 @@ func outputSpans(t *testing.T, batches []ptrace.Traces) []outSpan {
 type stragglerHarness struct {
 	tp     processor.Traces
 	p      *rankStrategyProcessor
-	clock  *fakeClock
+	clock  *clocktest.Fake
 	sink   *consumertest.TracesSink
 	tel    *componenttest.Telemetry
 	logged *observer.ObservedLogs
@@ -292,7 +293,7 @@ func newStragglerHarness(t *testing.T, edit func(*Config), next consumer.Traces)
 	tel := componenttest.NewTelemetry()
 	set := metadatatest.NewSettings(tel)
 	set.Logger = zap.New(core)
-	h := &stragglerHarness{clock: newFakeClock(), sink: new(consumertest.TracesSink), tel: tel, logged: logged}
+	h := &stragglerHarness{clock: clocktest.NewFake(), sink: new(consumertest.TracesSink), tel: tel, logged: logged}
 	if next == nil {
 		next = h.sink
 	}

@@ -10,7 +10,9 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 
@@ -19,10 +21,9 @@ import (
 // span; a span that waits longer is passed on, not lost. max_buffered_spans
 // holds ten seconds of a 100,000 spans/s job.
 const (
-	defaultRunIDKey           = "nemo.run.id"
-	defaultIterationAttribute = "megatron.iteration"
-	defaultDecisionWait       = 10 * time.Second
-	defaultMaxBufferedSpans   = 1_000_000
+	defaultRunIDKey         = "nemo.run.id"
+	defaultDecisionWait     = 10 * time.Second
+	defaultMaxBufferedSpans = 1_000_000
 )
 
 // NewFactory returns the factory for the step_sampling processor.
@@ -35,29 +36,30 @@ func NewFactory() processor.Factory {
 }
 
 // createDefaultConfig keeps every step: adding the processor changes
-// nothing until sample_rate or every is set. Rank and group keys are
-// rank_strategy's, so that both tell the same processes apart.
+// nothing until sample_rate or every is set. Rank and group keys and the
+// step spans are rank_strategy's, so that both tell the same processes and
+// steps apart.
 func createDefaultConfig() component.Config {
 	return &Config{
 		SampleRate:         1,
 		RunIDKey:           defaultRunIDKey,
 		RankKeys:           slices.Clone(rankattr.DefaultRankKeys),
-		GroupKeys:          []string{"nemo.run.id", "rl.worker_group"},
-		StepSpanNames:      []string{"megatron.train_step", "megatron.train.iteration"},
-		IterationAttribute: defaultIterationAttribute,
+		GroupKeys:          slices.Clone(rankattr.DefaultGroupKeys),
+		StepSpanNames:      stepbusy.DefaultStepSpanNames(),
+		IterationAttribute: stepbusy.DefaultIterationAttribute,
 		DecisionWait:       defaultDecisionWait,
 		MaxBufferedSpans:   defaultMaxBufferedSpans,
 	}
 }
 
 func createTraces(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
-	tp, _, err := newTracesProcessor(ctx, set, cfg.(*Config), next, wallClock{})
+	tp, _, err := newTracesProcessor(ctx, set, cfg.(*Config), next, clock.Wall())
 	return tp, err
 }
 
 // newTracesProcessor is createTraces with the clock injected, so that tests
 // expire held spans without sleeping and can look inside.
-func newTracesProcessor(ctx context.Context, set processor.Settings, cfg *Config, next consumer.Traces, clk clock) (processor.Traces, *stepSamplingProcessor, error) {
+func newTracesProcessor(ctx context.Context, set processor.Settings, cfg *Config, next consumer.Traces, clk clock.Clock) (processor.Traces, *stepSamplingProcessor, error) {
 	p, err := newStepSamplingProcessor(set, cfg, next, clk)
 	if err != nil {
 		return nil, nil, err

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 
@@ -289,7 +290,7 @@ type harness struct {
 	tp    processor.Traces
 	p     *stepSamplingProcessor
 	sink  *consumertest.TracesSink
-	clock *fakeClock
+	clock *clocktest.Fake
 }
 
 func newHarness(t *testing.T, cfg *Config) *harness {
@@ -299,7 +300,7 @@ func newHarness(t *testing.T, cfg *Config) *harness {
 func newHarnessWith(t *testing.T, cfg *Config, set processor.Settings) *harness {
 	t.Helper()
 	require.NoError(t, cfg.Validate())
-	h := &harness{sink: new(consumertest.TracesSink), clock: newFakeClock()}
+	h := &harness{sink: new(consumertest.TracesSink), clock: clocktest.NewFake()}
 	var err error
 	h.tp, h.p, err = newTracesProcessor(context.Background(), set, cfg, h.sink, h.clock)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
@@ -45,7 +46,7 @@ type stepSamplingProcessor struct {
 	iterKey   string
 	wait      time.Duration
 	maxHeld   int
-	clock     clock
+	clk       clock.Clock
 	epoch     time.Time
 	logger    *zap.Logger
 	next      consumer.Traces
@@ -62,10 +63,10 @@ type stepSamplingProcessor struct {
 
 	stop   chan struct{}
 	done   chan struct{}
-	ticker ticker
+	ticker clock.Ticker
 }
 
-func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer.Traces, clk clock) (*stepSamplingProcessor, error) {
+func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer.Traces, clk clock.Clock) (*stepSamplingProcessor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("step_sampling: %w", err)
 	}
@@ -86,7 +87,7 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 		iterKey:   cfg.IterationAttribute,
 		wait:      cfg.DecisionWait,
 		maxHeld:   cfg.MaxBufferedSpans,
-		clock:     clk,
+		clk:       clk,
 		epoch:     clk.Now(),
 		logger:    set.Logger,
 		next:      next,
@@ -99,7 +100,7 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 }
 
 // now is the processor's monotonic time.
-func (p *stepSamplingProcessor) now() time.Duration { return p.clock.Now().Sub(p.epoch) }
+func (p *stepSamplingProcessor) now() time.Duration { return p.clk.Now().Sub(p.epoch) }
 
 func (p *stepSamplingProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
 	if p.keepAll {
@@ -133,14 +134,14 @@ func (p *stepSamplingProcessor) start(context.Context, component.Host) error {
 	if p.keepAll {
 		return nil
 	}
-	p.ticker = p.clock.NewTicker(tickInterval(p.wait))
+	p.ticker = p.clk.NewTicker(tickInterval(p.wait))
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
 	go p.run(p.ticker, p.stop, p.done)
 	return nil
 }
 
-func (p *stepSamplingProcessor) run(tk ticker, stop <-chan struct{}, done chan<- struct{}) {
+func (p *stepSamplingProcessor) run(tk clock.Ticker, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
 		select {

@@ -1,30 +1,40 @@
-package stepsamplingprocessor
+// Package clocktest provides a fake clock.Clock for tests of the components
+// that decide on a ticker, so that a test moves time itself and sees each
+// tick's effects without sleeping.
+package clocktest // import "github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 
 import (
 	"sync"
 	"time"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 )
 
-// fakeClock is a clock that moves only when told to. Advance fires every due
+// Fake is a clock that moves only when told to. Advance fires every due
 // ticker and returns only after the goroutine reading the ticker has handled
 // the tick, so a test observes the tick's effects without sleeping.
-type fakeClock struct {
+type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
 	tickers []*fakeTicker
 }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC)}
+var _ clock.Clock = (*Fake)(nil)
+
+// NewFake returns a Fake whose time is 2025-06-15 12:00 UTC.
+func NewFake() *Fake {
+	return &Fake{now: time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC)}
 }
 
-func (c *fakeClock) Now() time.Time {
+// Now returns the fake time.
+func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *fakeClock) NewTicker(every time.Duration) ticker {
+// NewTicker returns a ticker that fires when Advance reaches its next period.
+func (c *Fake) NewTicker(every time.Duration) clock.Ticker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTicker{c: make(chan time.Time), every: every, next: c.now.Add(every), stopped: make(chan struct{})}
@@ -34,7 +44,7 @@ func (c *fakeClock) NewTicker(every time.Duration) ticker {
 
 // Advance moves the clock by d and fires the tickers that are due, once each
 // (a ticker that missed several periods fires once, as time.Ticker does).
-func (c *fakeClock) Advance(d time.Duration) {
+func (c *Fake) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	now := c.now
