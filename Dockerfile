@@ -13,7 +13,7 @@
 #
 # Run:  docker run --rm -p 127.0.0.1:4317:4317 -p 127.0.0.1:4318:4318 \
 #         -v otel-data:/data otelcol-nemo:local                      (file preset)
-#       docker run ... otelcol-nemo:local --config=/etc/otel/honeycomb.yaml
+#       docker run ... otelcol-nemo:local --config=/etc/otel/collector-honeycomb.yaml
 # A host directory mounted at /data must be writable by uid 10001 and, for the
 # file preset, contain telemetry/:
 #       mkdir -p data/telemetry && sudo chown -R 10001:10001 data
@@ -31,10 +31,12 @@ COPY docker/context/rootfs/ /
 COPY docker/context/otelcol-nemo /otelcol-nemo
 COPY docker/context/healthcheck /healthcheck
 
-# Every preset, by name: --config=/etc/otel/<preset>.yaml. The default,
-# collector.yaml, is the file preset (JSONL under /data/telemetry).
-COPY docker/context/configs/ /etc/otel/
-COPY docker/context/configs/file.yaml /etc/otel/collector.yaml
+# Every preset and overlay in /etc/otel/configs/, and by name (links into
+# it): /etc/otel/<preset>.yaml, /etc/otel/collector-<preset>.yaml as the
+# NeMo Lens docs name them, /etc/otel/overlays/<overlay>.yaml, and the
+# default /etc/otel/collector.yaml, the file preset (JSONL under /data).
+# docker-compose mounts the repository's configs/ over /etc/otel/configs/.
+COPY docker/context/etc-otel/ /etc/otel/
 
 # The data volume: file-preset output in /data/telemetry, persistent sending
 # queues in /data/queue. Owned by the collector's user so that a named volume

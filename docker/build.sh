@@ -4,8 +4,9 @@
 # Stages the build context in docker/context/ (git-ignored):
 #   otelcol-nemo         the static collector binary (_build/otelcol-nemo, from `make build`)
 #   healthcheck          the static health-check probe (docker/healthcheck, stdlib only)
-#   configs/*.yaml       the presets, installed as /etc/otel/<preset>.yaml
-#   configs/overlays/    overlays, installed as /etc/otel/overlays/<overlay>.yaml
+#   configs/*.yaml       the presets, installed in /etc/otel/configs/ and named
+#                        /etc/otel/<preset>.yaml and /etc/otel/collector-<preset>.yaml
+#   configs/overlays/    overlays, /etc/otel/overlays/<overlay>.yaml
 #   rootfs/etc/passwd, rootfs/etc/group   root and otelcol (uid/gid 10001)
 #   rootfs/etc/ssl/certs/ca-certificates.crt   this machine's CA bundle
 #   rootfs/tmp           an empty, world-writable /tmp
@@ -45,13 +46,25 @@ ls configs/*.yaml >/dev/null 2>&1 || die "no presets in configs/"
 
 start=$(date +%s)
 rm -rf "$CTX"
-mkdir -p "$CTX/configs/overlays" "$CTX/rootfs/etc/ssl/certs" "$CTX/rootfs/tmp" "$CTX/data/telemetry" "$CTX/data/queue"
+mkdir -p "$CTX/etc-otel/configs/overlays" "$CTX/rootfs/etc/ssl/certs" "$CTX/rootfs/tmp" "$CTX/data/telemetry" "$CTX/data/queue"
 
 cp "$BIN" "$CTX/otelcol-nemo"
 chmod 0755 "$CTX/otelcol-nemo"
-cp configs/*.yaml "$CTX/configs/"
-cp configs/overlays/*.yaml "$CTX/configs/overlays/"
-chmod 0644 "$CTX"/configs/*.yaml "$CTX"/configs/overlays/*.yaml
+# /etc/otel/configs/ holds the presets and overlays (docker-compose mounts the
+# repository's configs/ over it, so an edited preset needs no rebuild); every
+# name a user may know points there: <preset>.yaml, the NeMo Lens docs'
+# collector-<preset>.yaml, collector.yaml (the default: the file preset) and
+# overlays/.
+cp configs/*.yaml "$CTX/etc-otel/configs/"
+cp configs/overlays/*.yaml "$CTX/etc-otel/configs/overlays/"
+chmod 0644 "$CTX"/etc-otel/configs/*.yaml "$CTX"/etc-otel/configs/overlays/*.yaml
+for f in configs/*.yaml; do
+  name=$(basename "$f")
+  ln -s "configs/$name" "$CTX/etc-otel/$name"
+  ln -s "configs/$name" "$CTX/etc-otel/collector-$name"
+done
+ln -s configs/file.yaml "$CTX/etc-otel/collector.yaml"
+ln -s configs/overlays "$CTX/etc-otel/overlays"
 cp "$CA_BUNDLE" "$CTX/rootfs/etc/ssl/certs/ca-certificates.crt"
 chmod 0644 "$CTX/rootfs/etc/ssl/certs/ca-certificates.crt"
 printf 'root:x:0:0:root:/root:/sbin/nologin\notelcol:x:%d:%d:otelcol-nemo:/data:/sbin/nologin\n' \

@@ -48,14 +48,14 @@ type composeFile struct {
 	name     string
 	project  string
 	services []string
-	// config is the one uncommented --config= value.
+	// config is the --config= value the collector runs (by default).
 	config string
 }
 
 var composeFiles = []composeFile{
-	{name: "docker-compose.otel.yml", project: "otelcol-nemo", services: []string{"collector", "jaeger", "prometheus"}, config: presetDir + "jaeger.yaml"},
-	{name: "docker-compose.weave.yml", project: "otelcol-nemo-weave", services: []string{"collector"}, config: presetDir + "weave.yaml"},
-	{name: "docker-compose.honeycomb.yml", project: "otelcol-nemo-honeycomb", services: []string{"collector"}, config: presetDir + "honeycomb.yaml"},
+	{name: "docker-compose.otel.yml", project: "otelcol-nemo", services: []string{"collector", "jaeger", "prometheus"}, config: presetDir + "collector-jaeger.yaml"},
+	{name: "docker-compose.weave.yml", project: "otelcol-nemo-weave", services: []string{"collector"}, config: presetDir + "collector-weave.yaml"},
+	{name: "docker-compose.honeycomb.yml", project: "otelcol-nemo-honeycomb", services: []string{"collector"}, config: presetDir + "collector-honeycomb.yaml"},
 }
 
 // collectorPorts are the ports the collector publishes, by the variable that
@@ -166,6 +166,17 @@ func TestComposeFilesLoad(t *testing.T) {
 			if _, ok := p.Volumes[data.Source]; !ok {
 				t.Errorf("volume %q is not declared at the top level", data.Source)
 			}
+			// The repository's presets over the image's, read-only: an edit
+			// needs no rebuild.
+			mounted := false
+			for _, v := range c.Volumes {
+				if v.Target == presetDir+"configs" {
+					mounted = v.Type == types.VolumeTypeBind && v.Source == filepath.Join(root, "configs") && v.ReadOnly
+				}
+			}
+			if !mounted {
+				t.Errorf("collector volumes %+v: want ./configs bound read-only at %sconfigs", c.Volumes, presetDir)
+			}
 			if c.StopGracePeriod == nil || time.Duration(*c.StopGracePeriod) < 10*time.Second {
 				t.Errorf("collector stop_grace_period %v: want at least 10s to flush on stop", c.StopGracePeriod)
 			}
@@ -196,90 +207,77 @@ func configArgs(cmd []string) []string {
 	return out
 }
 
-// toggleLine matches a --config= item of a command list, commented or not.
-var toggleLine = regexp.MustCompile(`^\s*(#\s*)?-\s*["']?--config=([^\s"'#]+)`)
+// choiceLine matches a preset offered in a compose file's comments:
+// "OTELCOL_CONFIG=/etc/otel/collector-<preset>.yaml".
+var choiceLine = regexp.MustCompile(`OTELCOL_CONFIG=(\S+\.yaml)`)
 
-type toggle struct {
-	line      int
-	path      string
-	commented bool
-}
-
-func configToggles(t *testing.T, name string) []toggle {
+func configChoices(t *testing.T, name string) []string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testcollector.RepoRoot(t), name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []toggle
-	for i, line := range strings.Split(string(raw), "\n") {
-		if m := toggleLine.FindStringSubmatch(line); m != nil {
-			out = append(out, toggle{line: i + 1, path: m[2], commented: m[1] != ""})
-		}
+	var out []string
+	for _, m := range choiceLine.FindAllStringSubmatch(string(raw), -1) {
+		out = append(out, m[1])
 	}
 	return out
 }
 
-// presetFile maps a path in the image to the preset in configs/ it is a copy
-// of: /etc/otel/X.yaml is configs/X.yaml, and the default
-// /etc/otel/collector.yaml is configs/file.yaml.
+// presetFile maps a path in the image to the preset in configs/ it names:
+// /etc/otel/X.yaml and /etc/otel/collector-X.yaml are configs/X.yaml, and
+// the default /etc/otel/collector.yaml is configs/file.yaml.
 func presetFile(path string) (string, bool) {
 	name, ok := strings.CutPrefix(path, presetDir)
 	if !ok || strings.Contains(name, "/") || !strings.HasSuffix(name, ".yaml") {
 		return "", false
 	}
 	if name == "collector.yaml" {
-		name = "file.yaml"
+		return "file.yaml", true
 	}
-	return name, true
+	return strings.TrimPrefix(name, "collector-"), true
 }
 
-// TestComposeConfigTogglesNamePresets checks every --config= line of every
-// compose file, commented or not, names a preset the image contains (one
-// that exists in configs/), that exactly one is active, and that
-// docker-compose.otel.yml offers a toggle for every preset.
-func TestComposeConfigTogglesNamePresets(t *testing.T) {
+// TestComposeConfigChoicesNamePresets: each compose file runs one --config
+// that names a preset the image contains; docker-compose.otel.yml switches
+// preset with one variable, OTELCOL_CONFIG (compose-go resolves it as docker
+// compose does), and its comments offer every preset by the NeMo Lens docs'
+// name.
+func TestComposeConfigChoicesNamePresets(t *testing.T) {
 	root := testcollector.RepoRoot(t)
+	exists := func(path string) bool {
+		preset, ok := presetFile(path)
+		if !ok {
+			return false
+		}
+		_, err := os.Stat(filepath.Join(root, "configs", preset))
+		return err == nil
+	}
 	for _, cf := range composeFiles {
 		t.Run(cf.name, func(t *testing.T) {
-			toggles := configToggles(t, cf.name)
-			var active []string
-			seen := map[string]int{}
-			for _, tg := range toggles {
-				if !tg.commented {
-					active = append(active, tg.path)
-				}
-				if prev, dup := seen[tg.path]; dup {
-					t.Errorf("%s:%d: --config=%s repeats line %d", cf.name, tg.line, tg.path, prev)
-				}
-				seen[tg.path] = tg.line
-				preset, ok := presetFile(tg.path)
-				if !ok {
-					t.Errorf("%s:%d: --config=%s is not a preset path %s<preset>.yaml", cf.name, tg.line, tg.path, presetDir)
-					continue
-				}
-				if _, err := os.Stat(filepath.Join(root, "configs", preset)); err != nil {
-					t.Errorf("%s:%d: --config=%s needs configs/%s, which does not exist (the image installs configs/*.yaml as %s*.yaml)",
-						cf.name, tg.line, tg.path, preset, presetDir)
-				}
+			got := configArgs(service(t, loadCompose(t, cf.name, nil), "collector").Command)
+			if !slices.Equal(got, []string{cf.config}) {
+				t.Errorf("%s runs --config %v, want [%s]", cf.name, got, cf.config)
 			}
-			if !slices.Equal(active, []string{cf.config}) {
-				t.Errorf("%s: active --config lines %v, want exactly [%s]", cf.name, active, cf.config)
-			}
-			// The line scan and compose-go must agree on what runs.
-			p := loadCompose(t, cf.name, nil)
-			if got := configArgs(service(t, p, "collector").Command); !slices.Equal(got, active) {
-				t.Errorf("%s: compose-go loads --config %v, the file's active toggle is %v", cf.name, got, active)
+			if !exists(cf.config) {
+				t.Errorf("%s: %s names no preset in configs/", cf.name, cf.config)
 			}
 		})
 	}
 
-	t.Run("every preset has a toggle in docker-compose.otel.yml", func(t *testing.T) {
+	t.Run("docker-compose.otel.yml switches preset with OTELCOL_CONFIG", func(t *testing.T) {
+		want := presetDir + "collector-honeycomb.yaml"
+		p := loadCompose(t, "docker-compose.otel.yml", map[string]string{"OTELCOL_CONFIG": want})
+		if got := configArgs(service(t, p, "collector").Command); !slices.Equal(got, []string{want}) {
+			t.Errorf("with OTELCOL_CONFIG=%s the collector runs --config %v", want, got)
+		}
 		offered := map[string]bool{}
-		for _, tg := range configToggles(t, "docker-compose.otel.yml") {
-			if preset, ok := presetFile(tg.path); ok {
-				offered[preset] = true
+		for _, c := range configChoices(t, "docker-compose.otel.yml") {
+			if !exists(c) {
+				t.Errorf("docker-compose.otel.yml offers OTELCOL_CONFIG=%s, which names no preset in configs/", c)
 			}
+			preset, _ := presetFile(c)
+			offered[preset] = true
 		}
 		presets, err := filepath.Glob(filepath.Join(root, "configs", "*.yaml"))
 		if err != nil || len(presets) == 0 {
@@ -287,12 +285,7 @@ func TestComposeConfigTogglesNamePresets(t *testing.T) {
 		}
 		for _, p := range presets {
 			if !offered[filepath.Base(p)] {
-				t.Errorf("configs/%s has no --config= toggle in docker-compose.otel.yml", filepath.Base(p))
-			}
-		}
-		for _, want := range []string{"file.yaml", "jaeger.yaml", "weave.yaml", "honeycomb.yaml", "fanout.yaml", "otlp.yaml", "secure.yaml"} {
-			if !offered[want] {
-				t.Errorf("docker-compose.otel.yml offers no toggle for %s", want)
+				t.Errorf("configs/%s is not offered as an OTELCOL_CONFIG choice in docker-compose.otel.yml", filepath.Base(p))
 			}
 		}
 	})
@@ -796,7 +789,8 @@ func TestDockerImage(t *testing.T) {
 		presets, _ := filepath.Glob(filepath.Join(testcollector.RepoRoot(t), "configs", "*.yaml"))
 		paths := []string{presetDir + "collector.yaml"}
 		for _, p := range presets {
-			paths = append(paths, presetDir+filepath.Base(p))
+			// Both names: ours and the NeMo Lens docs' collector-<preset>.yaml.
+			paths = append(paths, presetDir+filepath.Base(p), presetDir+"collector-"+filepath.Base(p))
 		}
 		var envArgs []string
 		for k, v := range containerEnv(t) {
@@ -877,6 +871,9 @@ func TestDockerCompose(t *testing.T) {
 		"OTLP_GRPC_PORT=" + strconv.Itoa(grpcPort), "OTLP_HTTP_PORT=" + strconv.Itoa(httpPort),
 		"HEALTH_CHECK_PORT=" + strconv.Itoa(healthPort), "OTELCOL_METRICS_PORT=" + strconv.Itoa(metricsPort),
 		"NEMO_PUBLISH_ADDR=127.0.0.1",
+		// The one-line switch, to the file preset (its JSONL is checked
+		// below), through the link into the repository's mounted configs/.
+		"OTELCOL_CONFIG=" + presetDir + "collector-file.yaml",
 	}
 	// The compose file as committed, plus an override that only adds the
 	// test environment to the collector (as the other e2e tests run presets).
@@ -917,6 +914,13 @@ func TestDockerCompose(t *testing.T) {
 		t.Fatalf("compose started %d containers, want only the collector", len(containers))
 	}
 	waitHealthy(t, containers[0])
+	mounts := mustDocker(t, nil, "inspect", "--format", `{{range .Mounts}}{{.Source}}={{.Destination}}:{{.RW}} {{end}}`, containers[0])
+	if want := filepath.Join(testcollector.RepoRoot(t), "configs") + "=" + presetDir + "configs:false"; !strings.Contains(mounts, want) {
+		t.Errorf("collector mounts %s: want %s (the repository's presets, read-only)", mounts, want)
+	}
+	if cmd := mustDocker(t, nil, "inspect", "--format", "{{json .Config.Cmd}}", containers[0]); !strings.Contains(cmd, "collector-file.yaml") {
+		t.Errorf("collector command %s: OTELCOL_CONFIG did not switch the preset", cmd)
+	}
 	if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/", healthPort)); code != http.StatusOK {
 		t.Fatalf("health_check: status %d", code)
 	}
