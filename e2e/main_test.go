@@ -31,7 +31,9 @@ func testEnv(t *testing.T) map[string]string {
 		"OTLP_BACKEND_ENDPOINT": "127.0.0.1:9",
 		"OTLP_BEARER_TOKEN":     "test-bearer-token",
 		"WANDB_API_KEY":         "test-wandb-key",
-		"GATEWAY_ENDPOINTS":     "[127.0.0.1:4317]", // configs/agent.yaml; validate does not connect
+		"GATEWAY_ENDPOINTS":     "[127.0.0.1:4317]",                    // configs/agent.yaml; validate does not connect
+		"GATEWAY_CA_FILE":       "testdata/not-loaded-by-validate.crt", // configs/overlays/agent-tls.yaml
+		"GATEWAY_BEARER_TOKEN":  "test-gateway-token",
 		"OTLP_TLS_CERT_FILE":    "testdata/not-loaded-by-validate.crt",
 		"OTLP_TLS_KEY_FILE":     "testdata/not-loaded-by-validate.key",
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,9 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
-// testPKI writes a CA and a server certificate for 127.0.0.1 into dir and
-// returns the paths and a client TLS config trusting the CA.
+// testPKI writes a CA (dir/ca.crt) and a server certificate for 127.0.0.1
+// into dir and returns the server's paths and a client TLS config trusting
+// the CA.
 func testPKI(t *testing.T, dir string) (certFile, keyFile string, client *tls.Config) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -66,6 +68,7 @@ func testPKI(t *testing.T, dir string) (certFile, keyFile string, client *tls.Co
 	}
 	certFile, keyFile = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
 	writePEM(t, certFile, "CERTIFICATE", srvDER)
+	writePEM(t, filepath.Join(dir, "ca.crt"), "CERTIFICATE", caDER)
 	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
@@ -81,15 +84,23 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 
 // TestSecurePresetRefusesWithoutToken: with TLS and a bearer token on the
 // receivers, a client without the token (or without TLS) is refused over
-// both protocols, and a client with it is accepted.
+// both protocols, and a client with it is accepted. The same for the secure
+// preset and for the file preset with configs/overlays/tls.yaml.
 func TestSecurePresetRefusesWithoutToken(t *testing.T) {
+	t.Run("secure.yaml", func(t *testing.T) { checkReceiversNeedTLSAndToken(t, "secure.yaml") })
+	t.Run("file.yaml + overlays/tls.yaml", func(t *testing.T) {
+		checkReceiversNeedTLSAndToken(t, "file.yaml", "--config="+filepath.Join(testcollector.RepoRoot(t), "configs", "overlays", "tls.yaml"))
+	})
+}
+
+func checkReceiversNeedTLSAndToken(t *testing.T, preset string, args ...string) {
 	const token = "e2e-bearer-token-9f8e7d"
 	certFile, keyFile, clientTLS := testPKI(t, t.TempDir())
 	env := testEnv(t)
 	env["OTLP_TLS_CERT_FILE"] = certFile
 	env["OTLP_TLS_KEY_FILE"] = keyFile
 	env["OTLP_BEARER_TOKEN"] = token
-	c := testcollector.Start(t, testcollector.Config(t, "secure.yaml"), testcollector.Options{Env: env})
+	c := testcollector.Start(t, testcollector.Config(t, preset), testcollector.Options{Env: env, Args: args})
 
 	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
 	defer cancel()
@@ -121,5 +132,32 @@ func TestSecurePresetRefusesWithoutToken(t *testing.T) {
 	c.Stop()
 	if strings.Contains(c.Logs(), token) {
 		t.Error("the collector logged the bearer token")
+	}
+}
+
+// TestAgentToGatewayOverTLS: agents with configs/overlays/agent-tls.yaml send
+// to a gateway with configs/overlays/tls.yaml (TLS and a bearer token on its
+// receivers): every item the ranks had acknowledged reaches the gateway's
+// files.
+func TestAgentToGatewayOverTLS(t *testing.T) {
+	const token = "e2e-gateway-token-51c3"
+	dir := t.TempDir()
+	certFile, keyFile, _ := testPKI(t, dir)
+	caFile := filepath.Join(dir, "ca.crt")
+	overlay := func(name string) string {
+		return "--config=" + filepath.Join(testcollector.RepoRoot(t), "configs", "overlays", name)
+	}
+	env := tierEnv(t)
+	env["OTLP_TLS_CERT_FILE"], env["OTLP_TLS_KEY_FILE"], env["OTLP_BEARER_TOKEN"] = certFile, keyFile, token
+	gc := testcollector.Start(t, testcollector.Config(t, "gateway.yaml"), testcollector.Options{Env: env, Args: []string{overlay("tls.yaml")}})
+	port, _ := strconv.Atoi(gc.Env["OTLP_GRPC_PORT"])
+	gws := []*gateway{{Collector: gc, grpcPort: port, env: env}}
+	agents := startAgents(t, 1, gws, func(env map[string]string) {
+		env["GATEWAY_CA_FILE"], env["GATEWAY_BEARER_TOKEN"] = caFile, token
+	}, overlay("agent-tls.yaml"))
+	sent := runJob(t, nodeJob(agents, "run-tls", 8, 2))
+	stopTier(agents, gws)
+	if got := readTelemetry(t, gws[0].dir()).ByRun["run-tls"]; got != sent {
+		t.Errorf("the gateway holds %s of the run, the ranks had %s acknowledged", describe(got), describe(sent))
 	}
 }
