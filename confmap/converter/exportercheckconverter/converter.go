@@ -7,8 +7,9 @@
 //     path to `endpoint`, so it sends to .../v1/traces/v1/traces and every
 //     request gets a 404. The per-signal `traces_endpoint` (and
 //     `metrics_endpoint`, `logs_endpoint`) is sent as written;
-//   - a `jaeger` exporter: it was removed from the collector, since Jaeger
-//     receives OTLP itself; the otlp_grpc exporter replaces it;
+//   - a `jaeger` exporter, defined or only named in a pipeline: it was
+//     removed from the collector, since Jaeger receives OTLP itself; the
+//     otlp_grpc exporter replaces it;
 //   - an OTLP exporter whose endpoint is this collector's own OTLP receiver:
 //     every item would loop back into the collector forever. It happens when
 //     a preset reads the job's OTEL_EXPORTER_OTLP_ENDPOINT in a shell shared
@@ -56,7 +57,29 @@ func (converter) Convert(_ context.Context, conf *confmap.Conf) error {
 			errs = append(errs, checkLoop(id, cfg, own, "grpc")...)
 		}
 	}
+	errs = append(errs, undefinedJaeger(conf, exporters)...)
 	return errors.Join(errs...)
+}
+
+// undefinedJaeger refuses a pipeline that names a jaeger exporter without
+// defining it (the NeMo Lens docs' file example does): the collector would
+// only say the exporter "is not configured", not that it no longer exists.
+func undefinedJaeger(conf *confmap.Conf, exporters map[string]any) []error {
+	pipelines, _ := conf.Get("service::pipelines").(map[string]any)
+	var errs []error
+	for _, name := range sortedKeys(pipelines) {
+		p, _ := pipelines[name].(map[string]any)
+		ids, _ := p["exporters"].([]any)
+		for _, v := range ids {
+			id, _ := v.(string)
+			typ, _, _ := strings.Cut(id, "/")
+			if _, defined := exporters[id]; !defined && (typ == "jaeger" || typ == "jaeger_thrift") {
+				errs = append(errs, fmt.Errorf("service::pipelines::%s::exporters names %s: the collector has no %s exporter any more: Jaeger receives OTLP itself. "+
+					"Define an otlp_grpc exporter for it instead, e.g. `otlp_grpc/jaeger: {endpoint: jaeger:4317, tls: {insecure: true}}`, and name that", name, id, typ))
+			}
+		}
+	}
+	return errs
 }
 
 var signalPaths = []string{"traces", "metrics", "logs"}

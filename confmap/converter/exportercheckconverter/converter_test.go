@@ -84,3 +84,15 @@ func TestExportToOwnReceiver(t *testing.T) {
 		"exporters": map[string]any{"otlp_http/gw": map[string]any{"endpoint": "http://gateway:4318"}},
 	}), "another host on the same port is fine")
 }
+
+func TestJaegerNamedInAPipeline(t *testing.T) {
+	err := convert(t, map[string]any{
+		"exporters": map[string]any{"file/traces": map[string]any{"path": "/tmp/x.jsonl"}},
+		"service": map[string]any{"pipelines": map[string]any{
+			"traces": map[string]any{"receivers": []any{"otlp"}, "exporters": []any{"file/traces", "jaeger"}},
+		}},
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "service::pipelines::traces::exporters names jaeger")
+	assert.Contains(t, err.Error(), "otlp_grpc")
+}
