@@ -62,3 +62,48 @@ func TestNemoRunReconcilesTorchrunJob(t *testing.T) {
 		t.Errorf("want exactly two run ids in the output, found %d: %v", len(got.ByRun), got.ByRun)
 	}
 }
+
+// TestNemoRunReconcilesSingleNodeJob: a bare `torchrun --nproc_per_node=8`
+// on one host, with no job key at all (no SLURM, no Kubernetes Job, no
+// NEMO_LENS_RUN_ID): every rank mints its own id, and the default preset
+// writes one run directory holding all eight ranks, named by one of their
+// ids, the others' ids kept in nemo.original_run_id.
+func TestNemoRunReconcilesSingleNodeJob(t *testing.T) {
+	env := testEnv(t)
+	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
+	ranks := torchrunJob(c, "", 8)
+	ids := map[string]bool{}
+	for i := range ranks {
+		ranks[i].Resource = nil // no job key: the same host (node000), service and world size
+		ids[ranks[i].RunID] = true
+	}
+	sent := runJob(t, ranks)
+	c.Stop()
+
+	got := readTelemetry(t, env["NEMO_TELEMETRY_DIR"])
+	if len(got.ByRun) != 1 {
+		t.Fatalf("want one run directory for the job, found %d: %v", len(got.ByRun), got.ByRun)
+	}
+	for run, res := range got.ByRun {
+		if !ids[run] {
+			t.Errorf("the run is %q, none of the ranks' ids %v", run, ids)
+		}
+		if res != sent {
+			t.Errorf("run %s: acknowledged %s, found %s", run, describe(sent), describe(res))
+		}
+	}
+	original := map[string]bool{}
+	for _, rec := range got.SpanRecords {
+		if o, _ := rec.resource()["nemo.original_run_id"].(string); o != "" {
+			original[o] = true
+		}
+	}
+	if len(original) != 7 {
+		t.Errorf("want the 7 reconciled ranks' own ids in nemo.original_run_id, found %d: %v", len(original), original)
+	}
+	for r := range 8 {
+		if got.ByRank[int64(r)].Spans == 0 {
+			t.Errorf("no span of rank %d", r)
+		}
+	}
+}
