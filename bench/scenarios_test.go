@@ -142,6 +142,9 @@ func scenarioList() []scenario {
 		{name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write), 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
+		{name: "preset_all_ranks_zstd", what: "configs/file.yaml with all_ranks and NEMO_JSONL_COMPRESSION=zstd (durable), 1,000 ranks", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_JSONL_COMPRESSION": "zstd"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
 		// Every rank, 1% of the steps (step_sampling), against every step.
 		{name: "preset_all_ranks_steps_1pct", what: "configs/file.yaml with all_ranks and NEMO_STEP_SAMPLE_RATE=0.01, 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_STEP_SAMPLE_RATE": "0.01"}, requires: []string{"rank_strategy", "jsonl_file", "step_sampling"},
