@@ -5,9 +5,9 @@
 // or SLURM_JOB_ID; slurm.* resource attributes; OTEL_RESOURCE_ATTRIBUTES),
 // sends Megatron-shaped telemetry with lensemu to OTEL_EXPORTER_OTLP_ENDPOINT
 // and writes what the collector acknowledged to
-// <out>/<SLURM_JOB_ID>/rank-<rank>.json: after every segment (a lensemu run
-// of -steps iterations) and when it ends, also when SIGTERM (scancel, job
-// end) stops it mid-run.
+// <out>/<SLURM_JOB_ID>/<SLURM_RESTART_COUNT>/rank-<rank>.json: after every
+// segment (a lensemu run of -steps iterations) and when it ends, also when
+// SIGTERM (scancel, job end, requeue) stops it mid-run.
 package main
 
 import (
@@ -37,6 +37,7 @@ const segmentTimeout = 15 * time.Second
 // report is what one rank writes: its identity and what was acknowledged.
 type report struct {
 	JobID        string
+	RestartCount int
 	RunID        string
 	Rank         int
 	LocalRank    int
@@ -72,7 +73,12 @@ func run() error {
 	}
 	r.Steps = *steps
 	rep := report{JobID: os.Getenv("SLURM_JOB_ID"), RunID: r.RunID, Rank: r.Rank, LocalRank: r.LocalRank, WorldSize: r.WorldSize}
-	path := filepath.Join(*out, rep.JobID, fmt.Sprintf("rank-%d.json", r.Rank))
+	if v := os.Getenv("SLURM_RESTART_COUNT"); v != "" {
+		if rep.RestartCount, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("SLURM_RESTART_COUNT %q: %w", v, err)
+		}
+	}
+	path := filepath.Join(*out, rep.JobID, strconv.Itoa(rep.RestartCount), fmt.Sprintf("rank-%d.json", r.Rank))
 	for rep.Segments < *segments && stop.Err() == nil {
 		// A segment started is finished even after SIGTERM: it is the flush
 		// a rank does on its way out, and it counts only what is acknowledged.

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# One otelcol-nemo on this node for the current job: the task of the
+# collector step that nemo-telemetry.sh starts (srun, one task per node).
+#
+# Refuses to start when one of the job's ports is already taken on the node
+# (another job whose id maps to the same ports), runs the collector with its
+# output under $NEMO_JOB_TELEMETRY_DIR/<node>/, waits for its health check
+# (HTTP 200, read with bash's /dev/tcp: no curl needed) and then writes a
+# ready file that otelcol-nemo-ready.sh looks for (or, when it cannot start,
+# a failed file with the reason). On SIGTERM (the job script's stop, the
+# job's end or scancel) the collector writes everything it acknowledged and
+# exits 0; this script exits with the collector's status.
+set -euo pipefail
+
+node=${SLURMD_NODENAME:-$(hostname -s)}
+node_dir="$NEMO_JOB_TELEMETRY_DIR/$node"
+# Node-local status files, one pair per start of the job (a requeued job
+# keeps its id): .ready holds the healthy collector's pid, .failed the reason
+# it did not start.
+status_file="${NEMO_RUNTIME_DIR:-/tmp}/otelcol-nemo.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
+ready_file="$status_file.ready"
+failed_file="$status_file.failed"
+log="$node_dir/collector.log"
+mkdir -p "$node_dir"
+
+# Lines go to the node's log first, then to the job's output.
+say() {
+  local line
+  line="$(date -u +%FT%TZ) otelcol-nemo-node[$node]: $*"
+  printf '%s\n' "$line" >>"$log"
+  printf '%s\n' "$line" >&2 || true
+}
+
+fail() {
+  say "$*"
+  printf '%s\n' "$*" >"$failed_file"
+  exit 1
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+healthy() {
+  (
+    exec 3<>"/dev/tcp/127.0.0.1/$HEALTH_CHECK_PORT" || exit 1
+    printf 'GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+    IFS=' ' read -r -t 2 _ code _ <&3 || exit 1
+    [ "$code" = 200 ]
+  ) 2>/dev/null
+}
+
+rm -f "$ready_file" "$failed_file"
+for port in "$OTLP_GRPC_PORT" "$OTLP_HTTP_PORT" "$HEALTH_CHECK_PORT" "$OTELCOL_METRICS_PORT"; do
+  if port_in_use "$port"; then
+    fail "port $port is already in use on $node: set NEMO_PORT_BASE (or the *_PORT variables) for this job"
+  fi
+done
+
+export NEMO_TELEMETRY_DIR="$node_dir"
+say "starting $OTELCOL_NEMO_BIN --config=$NEMO_COLLECTOR_CONFIG (OTLP gRPC $OTLP_GRPC_PORT, HTTP $OTLP_HTTP_PORT, health $HEALTH_CHECK_PORT)"
+"$OTELCOL_NEMO_BIN" --config="$NEMO_COLLECTOR_CONFIG" >>"$log" 2>&1 &
+collector=$!
+# SLURM signals every process of the step; forwarding covers a stop sent to
+# this script alone. A second SIGTERM does not hurry the collector.
+trap 'kill -TERM "$collector" 2>/dev/null || true' TERM INT
+trap 'rm -f "$ready_file"' EXIT
+
+deadline=$((SECONDS + ${NEMO_COLLECTOR_START_TIMEOUT:-60}))
+until healthy; do
+  if ! kill -0 "$collector" 2>/dev/null; then
+    status=0
+    wait "$collector" || status=$?
+    fail "collector exited during start-up with status $status; its log: $log"
+  fi
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    kill -TERM "$collector" 2>/dev/null || true
+    wait "$collector" || true
+    fail "collector not healthy after ${NEMO_COLLECTOR_START_TIMEOUT:-60}s; stopped it; its log: $log"
+  fi
+  sleep 0.2
+done
+echo "$collector" >"$ready_file"
+say "collector $collector healthy"
+
+# wait returns early when a trapped signal arrives: wait again until the
+# collector has really exited.
+while :; do
+  status=0
+  wait "$collector" || status=$?
+  kill -0 "$collector" 2>/dev/null || break
+done
+say "collector exited with status $status"
+exit "$status"
