@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
@@ -13,13 +15,54 @@ import (
 
 const deliveryTimeout = 60 * time.Second
 
-// sinkResult counts what a fake backend kept, per signal.
+// sinkResult counts what a fake backend kept, per signal, leaving out the
+// collector's own step metrics (nemo.step.*: derived, not sent by a rank).
 func sinkResult(s *otlpsink.Sink) lensemu.Result {
 	return lensemu.Result{
 		Spans:      int64(s.Count(otlpsink.Traces)),
-		DataPoints: int64(s.Count(otlpsink.Metrics)),
+		DataPoints: int64(s.Count(otlpsink.Metrics) - stepPoints(s)),
 		LogRecords: int64(s.Count(otlpsink.Logs)),
 	}
+}
+
+// stepPoints counts the nemo.step.* data points a fake backend received.
+func stepPoints(s *otlpsink.Sink) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.Signal != otlpsink.Metrics {
+			continue
+		}
+		rms := r.Metrics.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			sms := rms.At(i).ScopeMetrics()
+			for j := 0; j < sms.Len(); j++ {
+				ms := sms.At(j).Metrics()
+				for k := 0; k < ms.Len(); k++ {
+					if m := ms.At(k); strings.HasPrefix(m.Name(), "nemo.step.") {
+						n += pointCount(m)
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// pointCount is a metric's number of data points, whatever its type.
+func pointCount(m pmetric.Metric) int {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return m.Gauge().DataPoints().Len()
+	case pmetric.MetricTypeSum:
+		return m.Sum().DataPoints().Len()
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		return m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeSummary:
+		return m.Summary().DataPoints().Len()
+	}
+	return 0
 }
 
 // TestHoneycombPreset runs configs/honeycomb.yaml against a fake Honeycomb
