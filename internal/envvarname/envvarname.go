@@ -22,3 +22,18 @@ func FromURI(uri, scheme string) (string, error) {
 	}
 	return name, nil
 }
+
+// Required reads the variable that "scheme:NAME" names with lookup, and
+// fails naming it, with the fix, when it is unset or empty: the rule of the
+// providers whose value a config cannot do without (API keys, endpoints).
+func Required(uri, scheme string, lookup func(string) (string, bool)) (name, value string, err error) {
+	name, err = FromURI(uri, scheme)
+	if err != nil {
+		return "", "", err
+	}
+	value, _ = lookup(name)
+	if value == "" {
+		return name, "", fmt.Errorf("environment variable %s is required by this config but is not set (or is empty): export %s=... before starting the collector", name, name)
+	}
+	return name, value, nil
+}

@@ -39,13 +39,9 @@ func NewFactory() confmap.ProviderFactory {
 }
 
 func (p *provider) Retrieve(_ context.Context, uri string, _ confmap.WatcherFunc) (*confmap.Retrieved, error) {
-	name, err := envvarname.FromURI(uri, schemeName)
+	name, val, err := envvarname.Required(uri, schemeName, p.lookup)
 	if err != nil {
 		return nil, err
-	}
-	val, _ := p.lookup(name)
-	if val == "" {
-		return nil, fmt.Errorf("environment variable %s is required by this config but is not set (or is empty): export %s=... before starting the collector", name, name)
 	}
 	hostPort, err := HostPort(val)
 	if err != nil {

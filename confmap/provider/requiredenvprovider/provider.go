@@ -7,7 +7,6 @@ package requiredenvprovider // import "github.com/nemo-lens/otelcol-nemo/confmap
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"go.opentelemetry.io/collector/confmap"
@@ -29,13 +28,9 @@ func NewFactory() confmap.ProviderFactory {
 }
 
 func (p *provider) Retrieve(_ context.Context, uri string, _ confmap.WatcherFunc) (*confmap.Retrieved, error) {
-	name, err := envvarname.FromURI(uri, schemeName)
+	_, val, err := envvarname.Required(uri, schemeName, p.lookup)
 	if err != nil {
 		return nil, err
-	}
-	val, _ := p.lookup(name)
-	if val == "" {
-		return nil, fmt.Errorf("environment variable %s is required by this config but is not set (or is empty): export %s=... before starting the collector", name, name)
 	}
 	return confmap.NewRetrievedFromYAML([]byte(val))
 }
