@@ -73,9 +73,7 @@ type stepsConnector struct {
 	out           *pointWriter
 	scores        []stepbusy.Score // scratch, used under mu
 
-	stop   chan struct{}
-	done   chan struct{}
-	ticker clock.Ticker
+	loop *clock.Loop
 }
 
 var _ connector.Traces = (*stepsConnector)(nil)
@@ -125,36 +123,16 @@ func (c *stepsConnector) Capabilities() consumer.Capabilities {
 // now is the connector's monotonic time.
 func (c *stepsConnector) now() time.Duration { return c.clk.Now().Sub(c.epoch) }
 
-// tickInterval is how often steps are looked at: a tenth of decision_wait
-// (and of interval, when set), between 10ms and 1s, so that a complete step
-// is emitted soon after its last rank reported.
-func tickInterval(wait, interval time.Duration) time.Duration {
-	every := wait / 10
-	if interval > 0 {
-		every = min(every, interval/10)
-	}
-	return min(max(every, 10*time.Millisecond), time.Second)
-}
-
 // Start starts the decision ticker.
 func (c *stepsConnector) Start(context.Context, component.Host) error {
-	c.ticker = c.clk.NewTicker(tickInterval(c.wait, c.interval))
-	c.stop = make(chan struct{})
-	c.done = make(chan struct{})
-	go c.run(c.ticker, c.stop, c.done)
-	return nil
-}
-
-func (c *stepsConnector) run(tk clock.Ticker, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tk.C():
-			c.tick(context.Background())
-		}
+	// A tenth of decision_wait, and of interval when set, so that a
+	// complete step is emitted soon after its last rank reported.
+	every := c.wait
+	if c.interval > 0 {
+		every = min(every, c.interval)
 	}
+	c.loop = clock.StartLoop(c.clk, clock.TickEvery(every), func() { c.tick(context.Background()) })
+	return nil
 }
 
 // ConsumeTraces records the batch's step and wait spans. It never holds or
@@ -207,12 +185,7 @@ func (c *stepsConnector) decideDue(t *tally) []batch {
 // Shutdown stops the ticker, decides every open step with the ranks it
 // has, flushes the interval and sends the points before returning.
 func (c *stepsConnector) Shutdown(ctx context.Context) error {
-	if c.stop != nil {
-		close(c.stop)
-		<-c.done
-		c.ticker.Stop()
-		c.stop = nil
-	}
+	c.loop.Stop()
 	var t tally
 	err := c.send(ctx, c.drain(&t), &t)
 	c.tel.record(ctx, &t)

@@ -21,12 +21,6 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
-// tickInterval is how often the buffer decides the steps that are complete
-// or whose wait is over: a tenth of decision_wait, between 10ms and 1s.
-func tickInterval(wait time.Duration) time.Duration {
-	return min(max(wait/10, 10*time.Millisecond), time.Second)
-}
-
 // stragglerBuffer holds the step subtrees of the ranks the strategy drops
 // and keeps a rank's step when it was a straggler. It notes, from every rank
 // (kept ones too), the step spans and wait spans that busy times are made
@@ -88,9 +82,7 @@ type stragglerBuffer struct {
 	childNext []int32
 	queueIdx  []int32
 
-	stop   chan struct{}
-	done   chan struct{}
-	ticker clock.Ticker
+	loop *clock.Loop
 }
 
 func newStragglerBuffer(cfg *StragglersConfig, rankKeys, worldSizeKeys []string, selector *rankSelector, clk clock.Clock, logger *zap.Logger,
@@ -142,22 +134,7 @@ func (b *stragglerBuffer) now() time.Duration { return b.clk.Now().Sub(b.epoch) 
 
 // start starts the decision ticker.
 func (b *stragglerBuffer) start() {
-	b.ticker = b.clk.NewTicker(tickInterval(b.wait))
-	b.stop = make(chan struct{})
-	b.done = make(chan struct{})
-	go b.run(b.ticker, b.stop, b.done)
-}
-
-func (b *stragglerBuffer) run(tk clock.Ticker, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tk.C():
-			b.tick(context.Background())
-		}
-	}
+	b.loop = clock.StartLoop(b.clk, clock.TickEvery(b.wait), func() { b.tick(context.Background()) })
 }
 
 // tick decides the steps that are complete or whose wait is over, drops the
@@ -173,12 +150,7 @@ func (b *stragglerBuffer) tick(ctx context.Context) {
 // waits for a step, and passes the kept spans on before returning, so
 // nothing kept is lost.
 func (b *stragglerBuffer) shutdown(ctx context.Context) error {
-	if b.stop != nil {
-		close(b.stop)
-		<-b.done
-		b.ticker.Stop()
-		b.stop = nil
-	}
+	b.loop.Stop()
 	var t tally
 	td, n := b.drain(&t)
 	err := b.send(ctx, td, n, &t)

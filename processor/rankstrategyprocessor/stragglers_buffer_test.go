@@ -291,9 +291,3 @@ func TestStragglersWarnWhenRanksDoNotShareARun(t *testing.T) {
 	require.Len(t, warnings, 1)
 	assert.Contains(t, warnings[0].Message, "NEMO_LENS_RUN_ID")
 }
-
-func TestTickInterval(t *testing.T) {
-	assert.Equal(t, time.Second, tickInterval(10*time.Second))
-	assert.Equal(t, 200*time.Millisecond, tickInterval(2*time.Second))
-	assert.Equal(t, 10*time.Millisecond, tickInterval(time.Millisecond))
-}

@@ -25,12 +25,6 @@ import (
 // (about twice this many).
 const maxRememberedRanks = 65536
 
-// tickInterval is how often held spans whose decision_wait is over are
-// passed on: a tenth of decision_wait, between 10ms and 1s.
-func tickInterval(wait time.Duration) time.Duration {
-	return min(max(wait/10, 10*time.Millisecond), time.Second)
-}
-
 // stepSamplingProcessor keeps the sampled steps of every rank. It is safe
 // for concurrent use: ConsumeTraces from several receivers, and the ticker
 // that passes on held spans whose wait is over.
@@ -61,9 +55,7 @@ type stepSamplingProcessor struct {
 	stepSeen     bool
 	warnedNoStep bool
 
-	stop   chan struct{}
-	done   chan struct{}
-	ticker clock.Ticker
+	loop *clock.Loop
 }
 
 func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer.Traces, clk clock.Clock) (*stepSamplingProcessor, error) {
@@ -134,23 +126,8 @@ func (p *stepSamplingProcessor) start(context.Context, component.Host) error {
 	if p.keepAll {
 		return nil
 	}
-	p.ticker = p.clk.NewTicker(tickInterval(p.wait))
-	p.stop = make(chan struct{})
-	p.done = make(chan struct{})
-	go p.run(p.ticker, p.stop, p.done)
+	p.loop = clock.StartLoop(p.clk, clock.TickEvery(p.wait), func() { p.tick(context.Background()) })
 	return nil
-}
-
-func (p *stepSamplingProcessor) run(tk clock.Ticker, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tk.C():
-			p.tick(context.Background())
-		}
-	}
 }
 
 // tick passes on, undecided, the held spans whose decision_wait is over.
@@ -182,12 +159,7 @@ func (p *stepSamplingProcessor) tick(ctx context.Context) {
 
 // shutdown stops the ticker and passes on everything held before returning.
 func (p *stepSamplingProcessor) shutdown(ctx context.Context) error {
-	if p.stop != nil {
-		close(p.stop)
-		<-p.done
-		p.ticker.Stop()
-		p.stop = nil
-	}
+	p.loop.Stop()
 	var t tally
 	td := ptrace.NewTraces()
 	p.mu.Lock()
