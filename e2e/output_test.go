@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
@@ -74,23 +77,26 @@ func (r record) rank() int64 {
 // stepPointPrefix starts the JSONL line of a nemo_steps data point.
 var stepPointPrefix = []byte(`{"name":"nemo.step.`)
 
-// signalFile is the name of the file a (possibly rotated) output file
-// belongs to: traces-2026-12-01T11-57-50.813.jsonl is traces.jsonl.
+// signalFile is the name of the file a (possibly rotated, possibly
+// compressed) output file belongs to: traces-2026-12-01T11-57-50.813.jsonl
+// and traces.jsonl.zst are traces.jsonl.
 func signalFile(name string) string {
+	name = strings.TrimSuffix(name, ".zst")
 	if i := strings.IndexByte(name, '-'); i > 0 && strings.HasSuffix(name, ".jsonl") {
 		return name[:i] + ".jsonl"
 	}
 	return name
 }
 
-// readTelemetry parses every *.jsonl file under dir (traces.jsonl,
-// metrics.jsonl, logs.jsonl, per run directory). Every line must be a
-// complete, strictly valid JSON object; jq must accept every file too.
+// readTelemetry parses every *.jsonl (or zstd-compressed *.jsonl.zst) file
+// under dir (traces.jsonl, metrics.jsonl, logs.jsonl, per run directory).
+// Every line must be a complete, strictly valid JSON object; jq must accept
+// every file too.
 func readTelemetry(t *testing.T, dir string) telemetry {
 	t.Helper()
 	got := telemetry{ByRank: map[int64]lensemu.Result{}, ByRun: map[string]lensemu.Result{}, ByFile: map[string]lensemu.Result{}, Severities: map[string]int{}}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".jsonl" {
+		if err != nil || d.IsDir() || !isOutputFile(path) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
@@ -106,7 +112,7 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 					got.ErrorSpans = append(got.ErrorSpans, fmt.Sprintf("%d/%s", rec.rank(), rec.str("name")))
 				}
 			case "metrics.jsonl":
-				if strings.HasPrefix(rec.str("name"), "nemo.step.") {
+				if bytes.HasPrefix(line, stepPointPrefix) {
 					got.StepPoints = append(got.StepPoints, rec)
 					return
 				}
@@ -154,17 +160,53 @@ func checkWithJQ(t *testing.T, path string) {
 	if err != nil {
 		t.Fatalf("jq is not installed (apt-get install jq); the e2e tests check the output with it")
 	}
-	if out, err := exec.Command(jq, "-e", "-n", "[inputs | type == \"object\"] | all", path).CombinedOutput(); err != nil {
+	in := openOutput(t, path)
+	defer in.Close()
+	cmd := exec.Command(jq, "-e", "-n", "[inputs | type == \"object\"] | all")
+	cmd.Stdin = in // decompressed, as `zstdcat file | jq` reads it
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("jq rejects %s: %v\n%.500s", path, err, out)
 	}
 }
 
-func eachLine(t *testing.T, path string, fn func([]byte)) {
+// isOutputFile reports whether path is a JSONL output file, plain or
+// zstd-compressed (NEMO_JSONL_COMPRESSION=zstd).
+func isOutputFile(path string) bool {
+	return strings.HasSuffix(path, ".jsonl") || strings.HasSuffix(path, ".jsonl.zst")
+}
+
+// openOutput opens an output file for reading its lines, decompressing a
+// .zst one (a concatenation of complete frames, one per write).
+func openOutput(t *testing.T, path string) io.ReadCloser {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("open output: %v", err)
 	}
+	if !strings.HasSuffix(path, ".zst") {
+		return f
+	}
+	dec, err := zstd.NewReader(f)
+	if err != nil {
+		f.Close()
+		t.Fatalf("%s: %v", path, err)
+	}
+	return zstdFile{dec, f}
+}
+
+type zstdFile struct {
+	*zstd.Decoder
+	f *os.File
+}
+
+func (z zstdFile) Close() error {
+	z.Decoder.Close()
+	return z.f.Close()
+}
+
+func eachLine(t *testing.T, path string, fn func([]byte)) {
+	t.Helper()
+	f := openOutput(t, path)
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
 	for {
