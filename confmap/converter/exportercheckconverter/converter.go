@@ -24,9 +24,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/confmap"
@@ -43,7 +44,7 @@ func (converter) Convert(_ context.Context, conf *confmap.Conf) error {
 	exporters, _ := conf.Get("exporters").(map[string]any)
 	own := ownEndpoints(conf)
 	var errs []error
-	for _, id := range sortedKeys(exporters) {
+	for _, id := range slices.Sorted(maps.Keys(exporters)) {
 		cfg, _ := exporters[id].(map[string]any)
 		typ, _, _ := strings.Cut(id, "/")
 		switch typ {
@@ -67,7 +68,7 @@ func (converter) Convert(_ context.Context, conf *confmap.Conf) error {
 func undefinedJaeger(conf *confmap.Conf, exporters map[string]any) []error {
 	pipelines, _ := conf.Get("service::pipelines").(map[string]any)
 	var errs []error
-	for _, name := range sortedKeys(pipelines) {
+	for _, name := range slices.Sorted(maps.Keys(pipelines)) {
 		p, _ := pipelines[name].(map[string]any)
 		ids, _ := p["exporters"].([]any)
 		for _, v := range ids {
@@ -176,13 +177,4 @@ func isLocal(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
