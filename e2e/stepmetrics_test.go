@@ -29,9 +29,13 @@ const (
 )
 
 // slowJob is a synchronous 16-rank job in which rank 5 computes three times
-// as long on the last step and every other rank waits for it in grad sync.
-func slowJob(c *testcollector.Collector) []lensemu.Rank {
+// as long on the last step and every other rank waits for it in grad sync,
+// its steps named stepName, each its own trace root when roots.
+func slowJob(c *testcollector.Collector, stepName string, roots bool) []lensemu.Rank {
 	ranks := mixedJob(c, stepsRunID, stepRanks, stepCount)
+	for i := range ranks {
+		ranks[i].StepSpanName, ranks[i].StepsAreRoots = stepName, roots
+	}
 	ranks[slowRank].ComputeDuration = func(it int) time.Duration {
 		if it == slowStep {
 			return stepSlowdown * lensemu.DefaultComputeDuration
@@ -45,11 +49,21 @@ func slowJob(c *testcollector.Collector) []lensemu.Rank {
 // so the traces keep one rank) writes every rank's step timing to the run's
 // metrics.jsonl: one point per rank, step and metric, busy time = compute +
 // optimizer, and on the slow step rank 5 alone scores below the threshold.
+// Both Megatron step names and both trace shapes.
 func TestStepMetricsInTheFilePreset(t *testing.T) {
+	for _, tc := range []struct {
+		stepName string
+		roots    bool
+	}{{"megatron.train_step", false}, {"megatron.train.iteration", true}} {
+		t.Run(fmt.Sprintf("%s roots=%v", tc.stepName, tc.roots), func(t *testing.T) { checkStepMetricsInFiles(t, tc.stepName, tc.roots) })
+	}
+}
+
+func checkStepMetricsInFiles(t *testing.T, stepName string, roots bool) {
 	env := testEnv(t)
 	delete(env, "NEMO_RANK_STRATEGY")
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
-	runJob(t, slowJob(c))
+	runJob(t, slowJob(c, stepName, roots))
 	c.Stop()
 
 	got := readTelemetry(t, env["NEMO_TELEMETRY_DIR"])
@@ -137,7 +151,7 @@ func TestStepMetricsOnPrometheus(t *testing.T) {
 	env["JAEGER_OTLP_ENDPOINT"] = fmt.Sprintf("127.0.0.1:%d", testcollector.FreePort(t)) // nobody: Jaeger's queue waits
 	env["PROMETHEUS_EXPORTER_PORT"] = strconv.Itoa(promPort)
 	c := testcollector.Start(t, testcollector.Config(t, "fanout.yaml"), testcollector.Options{Env: env})
-	runJob(t, slowJob(c))
+	runJob(t, slowJob(c, "megatron.train_step", false))
 
 	names := map[string]string{ // OTel name -> Prometheus name
 		"nemo.step.duration":         "nemo_step_duration_seconds",
