@@ -220,7 +220,8 @@ func TestStragglersMissingAndLateRanks(t *testing.T) {
 
 // A rank that is the last to report a step, its step span still missing
 // when decision_wait ends, is kept with what arrived of it (scores of 0), in
-// both trace shapes, and its step span too when it comes late. When more
+// both trace shapes and both step names, and its step span too when it
+// comes late. When more
 // ranks are missing than max_ranks_per_step has room for (a lost node, not a
 // straggler), they are only counted.
 func TestStragglersKeepLastToReport(t *testing.T) {
@@ -229,6 +230,9 @@ func TestStragglersKeepLastToReport(t *testing.T) {
 			h := newStragglerHarness(t, nil, nil)
 			run := newTrainingRun(16)
 			run.stepsAreRoots = roots
+			if roots {
+				run.stepName = "megatron.train.iteration"
+			}
 			children := endOrder[:len(endOrder)-1] // every span but the step span (n=0)
 			send := func(it int64, lastToReport ...int64) {
 				timing := run.timing(nil)
