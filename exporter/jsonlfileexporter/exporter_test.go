@@ -540,32 +540,6 @@ func TestCompression(t *testing.T) {
 	}
 }
 
-func TestCompressedFileFromEarlierRunIsMovedAside(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.Compression = compressionGzip
-	cfg.FlushInterval = 0
-	path := filepath.Join(dir, "traces.jsonl.gz")
-	// The earlier run crashed in the middle of a member: the file ends
-	// with a cut member that nothing may be appended after.
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	_, _ = zw.Write([]byte("{\"earlier\":1}\n"))
-	require.NoError(t, zw.Close())
-	cut := buf.Bytes()[:buf.Len()-5]
-	require.NoError(t, os.WriteFile(path, cut, 0o640))
-
-	te := startExporters(t, cfg, nopSettings())
-	require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
-	te.shutdown()
-	assert.Len(t, readRecords(t, path), 10)
-	backups := rotatedFiles(t, path)
-	require.Len(t, backups, 1)
-	moved, err := os.ReadFile(backups[0])
-	require.NoError(t, err)
-	assert.Equal(t, cut, moved, "the earlier file is kept as it was")
-}
-
 func TestCrashLeavesReadableCompressedPrefix(t *testing.T) {
 	// Every flush is one complete member, so cutting the file anywhere
 	// (a crash) leaves the members before the cut readable in full.

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,14 +24,6 @@ const (
 	// are written without waiting for flush_interval. With compression each
 	// write is one gzip member or zstd frame, so this is also their size.
 	flushThreshold = 256 << 10
-
-	// repairWindow is how far back from the end of an existing file the
-	// exporter looks for the last complete line (see repairTail).
-	repairWindow = 16 << 20
-
-	// backupTimeFormat is the time in rotated file names, as in lumberjack
-	// and the contrib file exporter: traces-2025-01-31T12-00-00.000.jsonl.
-	backupTimeFormat = "2006-01-02T15-04-05.000"
 
 	mib = 1 << 20
 )
@@ -206,43 +196,6 @@ func (w *fileWriter) start() {
 		w.repairExisting()
 		w.runFlushLoop()
 	})
-}
-
-// repairExisting removes the cut last line that a kill in the middle of a
-// write may have left in a plain .jsonl file under the directory, so that
-// files this run never writes to again hold complete lines too (a file it
-// writes to is also repaired when opened). Such a line holds only records
-// that were not acknowledged. Compressed files are moved aside when
-// reopened instead, and without append every file is truncated anyway.
-func (w *fileWriter) repairExisting() {
-	if w.comp != nil || !w.set.appendMode {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_ = filepath.WalkDir(w.set.directory, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && filepath.Ext(path) == ".jsonl" {
-			w.repairFile(path)
-		}
-		return nil
-	})
-}
-
-func (w *fileWriter) repairFile(path string) {
-	// O_APPEND: repairTail may terminate a foreign file's last line.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
-	if err != nil {
-		w.logger.Warn("Cannot check the end of an existing file", zap.String("path", path), zap.Error(err))
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return
-	}
-	if _, err := w.repairTail(f, path, st.Size()); err != nil {
-		w.logger.Warn("Cannot repair the end of an existing file", zap.String("path", path), zap.Error(err))
-	}
 }
 
 func (w *fileWriter) runFlushLoop() {
@@ -478,10 +431,11 @@ func (w *fileWriter) writeFile(of *outFile, payload []byte, tel *telemetry) (int
 }
 
 // open opens (creating as needed) the file of. An existing file is appended
-// to; when it does not end with a complete line, because a crash cut a
-// write short, its unterminated tail is removed first. A compressed file
-// that existed before this writer is moved aside instead, since a cut
-// compressed member would make everything appended after it unreadable.
+// to; when it does not end with a complete line, member or frame, because a
+// crash cut a write short, the cut tail is removed first (repair). A
+// compressed file holding anything else is moved aside, whole, and a new
+// one begun: appending after bytes a decoder stops at would hide the new
+// records.
 func (w *fileWriter) open(of *outFile) error {
 	clean, seen := w.seen[of.path]
 	if err := os.MkdirAll(filepath.Dir(of.path), w.set.dirPerm); err != nil {
@@ -498,12 +452,6 @@ func (w *fileWriter) open(of *outFile) error {
 	switch {
 	case !seen && !w.set.appendMode:
 		flag |= os.O_TRUNC
-	case existed && st.Size() > 0 && w.comp != nil && (!seen || !clean):
-		if err := w.moveAside(of.path); err != nil {
-			of.tel.failed(opOpen)
-			return classifyFileError(fmt.Errorf("move aside %s: %w", of.path, err))
-		}
-		existed = false
 	}
 	f, err := os.OpenFile(of.path, flag, w.set.perm)
 	if err != nil {
@@ -526,8 +474,16 @@ func (w *fileWriter) open(of *outFile) error {
 		return classifyFileError(fmt.Errorf("stat %s: %w", of.path, err))
 	}
 	size := st.Size()
-	if size > 0 && w.comp == nil {
-		size, err = w.repairTail(f, of.path, size)
+	// A plain file's tail is checked on every open (it is cheap); a
+	// compressed one only when this writer does not know how it ends.
+	if size > 0 && (w.comp == nil || !seen || !clean) {
+		size, err = w.repair(f, of.path, w.set.compression, size)
+		if errors.Is(err, errForeign) {
+			w.logger.Warn("An existing compressed file holds data this exporter cannot append after; moving it aside and starting a new file",
+				zap.String("path", of.path), zap.Error(err))
+			_ = f.Close()
+			return w.reopenAside(of)
+		}
 		if err != nil {
 			_ = f.Close()
 			of.tel.failed(opOpen)
@@ -538,159 +494,6 @@ func (w *fileWriter) open(of *outFile) error {
 	of.size = size
 	w.seen[of.path] = true
 	return nil
-}
-
-// repairTail makes an existing file end with a complete line. A write cut
-// short by SIGKILL or a power loss can leave an unterminated last line; it
-// is removed, so that the lines appended next are not glued to it. It
-// returns the file's new size.
-func (w *fileWriter) repairTail(f *os.File, path string, size int64) (int64, error) {
-	var buf [64 << 10]byte
-	end := size
-	for end > 0 && size-end < repairWindow {
-		chunk := min(end, int64(len(buf)))
-		off := end - chunk
-		n, err := f.ReadAt(buf[:chunk], off)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return 0, fmt.Errorf("read end of %s: %w", path, err)
-		}
-		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			keep := off + int64(i) + 1
-			if keep == size {
-				return size, nil
-			}
-			if err := f.Truncate(keep); err != nil {
-				return 0, fmt.Errorf("remove incomplete last line of %s: %w", path, err)
-			}
-			w.logger.Warn("Removed an incomplete last line left by an interrupted write",
-				zap.String("path", path), zap.Int64("bytes", size-keep))
-			return keep, nil
-		}
-		end = off
-	}
-	if end == 0 {
-		if err := f.Truncate(0); err != nil {
-			return 0, fmt.Errorf("remove incomplete line of %s: %w", path, err)
-		}
-		w.logger.Warn("Removed an incomplete line left by an interrupted write",
-			zap.String("path", path), zap.Int64("bytes", size))
-		return 0, nil
-	}
-	// No line end in the last repairWindow bytes: this is not a file of
-	// ours. Terminate the line rather than cut someone else's data.
-	if _, err := f.Write([]byte{'\n'}); err != nil {
-		return 0, fmt.Errorf("terminate last line of %s: %w", path, err)
-	}
-	w.logger.Warn("File did not end with a line end; added one", zap.String("path", path))
-	return size + 1, nil
-}
-
-// rotate moves the current file aside under a timestamped name and opens a
-// new one, then prunes old rotated files.
-func (w *fileWriter) rotate(of *outFile) error {
-	if err := of.f.Close(); err != nil {
-		of.tel.failed(opClose)
-		w.logger.Warn("Closing file for rotation failed", zap.String("path", of.path), zap.Error(err))
-	}
-	of.f = nil
-	if err := w.moveAside(of.path); err != nil {
-		return err
-	}
-	w.seen[of.path] = true
-	if err := w.open(of); err != nil {
-		return err
-	}
-	w.prune(of.path)
-	return nil
-}
-
-// moveAside renames path to its rotated name.
-func (w *fileWriter) moveAside(path string) error {
-	t := w.now()
-	if !w.set.localTime {
-		t = t.UTC()
-	}
-	prefix, ext := splitBackupName(path)
-	var backup string
-	for range 1000 {
-		backup = prefix + "-" + t.Format(backupTimeFormat) + ext
-		if _, err := os.Lstat(backup); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		t = t.Add(time.Millisecond)
-	}
-	if err := os.Rename(path, backup); err != nil {
-		return fmt.Errorf("rotate %s: %w", path, err)
-	}
-	if w.set.fsync {
-		syncDir(filepath.Dir(path))
-	}
-	return nil
-}
-
-// splitBackupName splits /d/traces.jsonl.gz into /d/traces and .jsonl.gz.
-func splitBackupName(path string) (prefix, ext string) {
-	comp := ""
-	for _, s := range []string{".gz", ".zst"} {
-		if strings.HasSuffix(path, s) {
-			comp = s
-			path = strings.TrimSuffix(path, s)
-			break
-		}
-	}
-	ext = filepath.Ext(path)
-	if strings.ContainsRune(ext, filepath.Separator) {
-		ext = ""
-	}
-	return strings.TrimSuffix(path, ext), ext + comp
-}
-
-// prune removes rotated files of path beyond rotation::max_backups or older
-// than rotation::max_days.
-func (w *fileWriter) prune(path string) {
-	if w.set.maxBackups == 0 && w.set.maxDays == 0 {
-		return
-	}
-	prefix, ext := splitBackupName(path)
-	dir, base := filepath.Split(prefix)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		w.logger.Warn("Listing rotated files failed", zap.String("directory", dir), zap.Error(err))
-		return
-	}
-	type backup struct {
-		name string
-		t    time.Time
-	}
-	loc := time.UTC
-	if w.set.localTime {
-		loc = time.Local
-	}
-	var backups []backup
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasPrefix(name, base+"-") || !strings.HasSuffix(name, ext) {
-			continue
-		}
-		stamp := name[len(base)+1 : len(name)-len(ext)]
-		t, err := time.ParseInLocation(backupTimeFormat, stamp, loc)
-		if err != nil {
-			continue
-		}
-		backups = append(backups, backup{name: name, t: t})
-	}
-	sort.Slice(backups, func(i, j int) bool { return backups[i].t.After(backups[j].t) })
-	cutoff := w.now().Add(-time.Duration(w.set.maxDays) * 24 * time.Hour)
-	for i, b := range backups {
-		tooMany := w.set.maxBackups > 0 && i >= w.set.maxBackups
-		tooOld := w.set.maxDays > 0 && b.t.Before(cutoff)
-		if !tooMany && !tooOld {
-			continue
-		}
-		if err := os.Remove(filepath.Join(dir, b.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			w.logger.Warn("Removing rotated file failed", zap.String("path", filepath.Join(dir, b.name)), zap.Error(err))
-		}
-	}
 }
 
 // shutdown stops the periodic flush, writes every buffered record and

@@ -1,0 +1,147 @@
+package jsonlfileexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// backupTimeFormat is the time in rotated file names, as in lumberjack
+// and the contrib file exporter: traces-2025-01-31T12-00-00.000.jsonl.
+const backupTimeFormat = "2006-01-02T15-04-05.000"
+
+// rotate moves the current file aside under a timestamped name and opens a
+// new one, then prunes old rotated files.
+func (w *fileWriter) rotate(of *outFile) error {
+	if err := of.f.Close(); err != nil {
+		of.tel.failed(opClose)
+		w.logger.Warn("Closing file for rotation failed", zap.String("path", of.path), zap.Error(err))
+	}
+	of.f = nil
+	if err := w.moveAside(of.path); err != nil {
+		return err
+	}
+	w.seen[of.path] = true
+	if err := w.open(of); err != nil {
+		return err
+	}
+	w.prune(of.path)
+	return nil
+}
+
+// moveAside renames path to its rotated name.
+func (w *fileWriter) moveAside(path string) error {
+	t := w.now()
+	if !w.set.localTime {
+		t = t.UTC()
+	}
+	prefix, ext := splitBackupName(path)
+	var backup string
+	for range 1000 {
+		backup = prefix + "-" + t.Format(backupTimeFormat) + ext
+		if _, err := os.Lstat(backup); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		t = t.Add(time.Millisecond)
+	}
+	if err := os.Rename(path, backup); err != nil {
+		return fmt.Errorf("rotate %s: %w", path, err)
+	}
+	if w.set.fsync {
+		syncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// splitBackupName splits /d/traces.jsonl.gz into /d/traces and .jsonl.gz.
+func splitBackupName(path string) (prefix, ext string) {
+	comp := ""
+	for _, s := range []string{".gz", ".zst"} {
+		if strings.HasSuffix(path, s) {
+			comp = s
+			path = strings.TrimSuffix(path, s)
+			break
+		}
+	}
+	ext = filepath.Ext(path)
+	if strings.ContainsRune(ext, filepath.Separator) {
+		ext = ""
+	}
+	return strings.TrimSuffix(path, ext), ext + comp
+}
+
+// isBackupName says whether path is a rotated file's name:
+// <prefix>-<backupTimeFormat><ext>.
+func isBackupName(path string) bool {
+	prefix, _ := splitBackupName(path)
+	if len(prefix) <= len(backupTimeFormat) || prefix[len(prefix)-len(backupTimeFormat)-1] != '-' {
+		return false
+	}
+	_, err := time.Parse(backupTimeFormat, prefix[len(prefix)-len(backupTimeFormat):])
+	return err == nil
+}
+
+// prune removes rotated files of path beyond rotation::max_backups or older
+// than rotation::max_days.
+func (w *fileWriter) prune(path string) {
+	if w.set.maxBackups == 0 && w.set.maxDays == 0 {
+		return
+	}
+	prefix, ext := splitBackupName(path)
+	dir, base := filepath.Split(prefix)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		w.logger.Warn("Listing rotated files failed", zap.String("directory", dir), zap.Error(err))
+		return
+	}
+	type backup struct {
+		name string
+		t    time.Time
+	}
+	loc := time.UTC
+	if w.set.localTime {
+		loc = time.Local
+	}
+	var backups []backup
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasPrefix(name, base+"-") || !strings.HasSuffix(name, ext) {
+			continue
+		}
+		stamp := name[len(base)+1 : len(name)-len(ext)]
+		t, err := time.ParseInLocation(backupTimeFormat, stamp, loc)
+		if err != nil {
+			continue
+		}
+		backups = append(backups, backup{name: name, t: t})
+	}
+	sort.Slice(backups, func(i, j int) bool { return backups[i].t.After(backups[j].t) })
+	cutoff := w.now().Add(-time.Duration(w.set.maxDays) * 24 * time.Hour)
+	for i, b := range backups {
+		tooMany := w.set.maxBackups > 0 && i >= w.set.maxBackups
+		tooOld := w.set.maxDays > 0 && b.t.Before(cutoff)
+		if !tooMany && !tooOld {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, b.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			w.logger.Warn("Removing rotated file failed", zap.String("path", filepath.Join(dir, b.name)), zap.Error(err))
+		}
+	}
+}
+
+// reopenAside moves the file of aside, whole, and opens a new one in its
+// place.
+func (w *fileWriter) reopenAside(of *outFile) error {
+	if err := w.moveAside(of.path); err != nil {
+		of.tel.failed(opOpen)
+		return classifyFileError(fmt.Errorf("move aside %s: %w", of.path, err))
+	}
+	w.seen[of.path] = true
+	return w.open(of)
+}
