@@ -714,7 +714,7 @@ func checkOutput(t *testing.T, dir string, sent lensemu.Result, worldSize int) {
 			t.Errorf("%s is owned by %v, want uid/gid %d (the image's non-root user)", path, fi.Sys(), imageUID)
 		}
 		if !d.IsDir() {
-			files[filepath.Base(path)] = true
+			files[plainName(filepath.Base(path))] = true
 		}
 		return nil
 	})

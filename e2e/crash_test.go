@@ -9,21 +9,40 @@ import (
 )
 
 // TestKillDuringJSONLWritesLosesNothingAcknowledged: the default preset as
-// committed (configs/file.yaml, every rank kept) under saturating load: three
-// load generators of 64 ranks each, spans over gRPC, data points over HTTP
-// and log records over gRPC, each with several requests in flight, send as
-// fast as the collector answers; the collector is killed with SIGKILL
-// mid-stream. A kill inside a large write(2) may leave an unterminated last
-// line (holding only unacknowledged records), which the exporter removes
-// when it reopens the file, so the collector is restarted on the same
-// directory and stopped cleanly. Then every line of every file is a complete
-// JSON object (jq agrees), and every span, data point and log record the
-// senders saw acknowledged is in the files.
+// committed (configs/file.yaml, every rank kept; zstd-compressed, its
+// default, then gzip and plain) under saturating load: three load generators
+// of 64 ranks each, spans over gRPC, data points over HTTP and log records
+// over gRPC, each with several requests in flight, send as fast as the
+// collector answers; the collector is killed with SIGKILL mid-stream. The
+// README's recipes read the files while they are being written and after
+// the kill: the tolerant one (`zstd -dc | jq -R 'fromjson?'`, zcat, jq)
+// finds every acknowledged record. A kill inside a large write(2) may leave
+// a cut last line or frame (holding only unacknowledged records), which the
+// exporter removes when it starts again, so the collector is restarted on the
+// same directory and stopped cleanly. Then every line of every file is a
+// complete JSON object (jq and the strict recipe agree), and every span, data
+// point and log record the senders saw acknowledged is in the files.
 func TestKillDuringJSONLWritesLosesNothingAcknowledged(t *testing.T) {
 	loadgen := buildLoadgen(t)
-	env := testEnv(t)
+	for _, compression := range []string{"", "gzip", "none"} {
+		name := compression
+		if name == "" {
+			name = "preset_default_zstd"
+		}
+		t.Run(name, func(t *testing.T) {
+			env := testEnv(t)
+			if compression != "" {
+				env["NEMO_JSONL_COMPRESSION"] = compression
+			}
+			killDuringWrites(t, loadgen, env)
+		})
+	}
+}
+
+func killDuringWrites(t *testing.T, loadgen string, env map[string]string) {
 	config := testcollector.Config(t, "file.yaml")
 	c := testcollector.Start(t, config, testcollector.Options{Env: env})
+	dir := env["NEMO_TELEMETRY_DIR"]
 
 	senders := []struct{ signal, protocol, endpoint string }{
 		{"traces", "grpc", c.GRPCEndpoint()},
@@ -46,19 +65,34 @@ func TestKillDuringJSONLWritesLosesNothingAcknowledged(t *testing.T) {
 	if _, err := c.WaitForMetric(jobTimeout, func(v float64) bool { return v >= 100_000 }, "otelcol_receiver_accepted_spans"); err != nil {
 		t.Fatalf("load never reached the collector: %v", err)
 	}
+	// A reader of the files while the collector writes them: the tolerant
+	// recipe, started just before the kill (started earlier, it would only
+	// let the load pile up while it reads).
+	requireRecipeTools(t)
+	var live lensemu.Result
+	wg.Go(func() { live = readWithRecipe(t, dir, false) })
 	c.Kill()
 	wg.Wait()
+	if live.Spans == 0 {
+		t.Errorf("the README's recipe found no span in the files being written: %s", describe(live))
+	}
 	var acked lensemu.Result
 	acked.Spans, acked.DataPoints, acked.LogRecords = reports[0].ItemsAccepted, reports[1].ItemsAccepted, reports[2].ItemsAccepted
 	if acked.Spans == 0 || acked.DataPoints == 0 || acked.LogRecords == 0 {
 		t.Fatalf("some signal had nothing acknowledged before the kill: %s", describe(acked))
 	}
+	if killed := readWithRecipe(t, dir, false); !killed.Covers(acked) {
+		t.Errorf("after the kill, before a restart, the README's recipe finds %s, but %s were acknowledged", describe(killed), describe(acked))
+	}
 
 	restarted := testcollector.Start(t, config, testcollector.Options{Env: env})
 	restarted.Stop()
-	got := readTelemetry(t, env["NEMO_TELEMETRY_DIR"]) // fails on any torn or invalid line
+	got := readTelemetry(t, dir) // fails on any torn or invalid line
 	t.Logf("acknowledged before SIGKILL: %s; in the files: %s", describe(acked), describe(got.Result))
-	if got.Spans < acked.Spans || got.DataPoints < acked.DataPoints || got.LogRecords < acked.LogRecords {
+	if !got.Covers(acked) {
 		t.Fatalf("acknowledged %s before the kill, but the files hold only %s", describe(acked), describe(got.Result))
+	}
+	if strict := readWithRecipe(t, dir, true); !strict.Covers(acked) {
+		t.Errorf("after the restart the strict recipe finds %s, want at least %s", describe(strict), describe(acked))
 	}
 }

@@ -413,7 +413,7 @@ func (f findings) resource(where string, res map[string]any, key, cluster string
 func (f findings) archiveSignals(t *testing.T, dir, key, cluster string) {
 	t.Helper()
 	for _, name := range []string{"metrics.jsonl", "logs.jsonl"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*", name))
+		files, _ := filepath.Glob(filepath.Join(dir, "*", name+"*")) // name.zst by default
 		if len(files) == 0 {
 			t.Errorf("the archive has no %s", name)
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -268,14 +267,15 @@ type lineCounts struct {
 }
 
 // countLines reads every JSONL file under dir, whose path is
-// <run>/<signal>.jsonl, while a gateway may still be writing: an
-// unterminated last line is not counted yet.
+// <run>/<signal>.jsonl (.zst as the presets write it), while a gateway may
+// still be writing: an unterminated last line, or a frame still being
+// written, is not counted yet.
 func countLines(t *testing.T, dir string) lineCounts {
 	t.Helper()
 	seed := maphash.MakeSeed()
 	out := lineCounts{total: map[string]lensemu.Result{}, distinct: map[string]lensemu.Result{}}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".jsonl" {
+		if err != nil || d.IsDir() || !isOutputFile(path) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
@@ -291,16 +291,13 @@ func countLines(t *testing.T, dir string) lineCounts {
 		default:
 			t.Fatalf("unexpected output file %s", rel)
 		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
+		f := openOutput(t, path)
 		defer f.Close()
 		seen := map[uint64]bool{}
 		r := bufio.NewReaderSize(f, 1<<20)
 		for {
 			line, err := r.ReadBytes('\n')
-			if err != nil { // the end, or a line still being written
+			if err != nil { // the end, or a line (or frame) still being written
 				break
 			}
 			if bytes.HasPrefix(line, stepPointPrefix) {

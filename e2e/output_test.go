@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -81,17 +83,24 @@ var stepPointPrefix = []byte(`{"name":"nemo.step.`)
 // compressed) output file belongs to: traces-2026-12-01T11-57-50.813.jsonl
 // and traces.jsonl.zst are traces.jsonl.
 func signalFile(name string) string {
-	name = strings.TrimSuffix(name, ".zst")
+	name = plainName(name)
 	if i := strings.IndexByte(name, '-'); i > 0 && strings.HasSuffix(name, ".jsonl") {
 		return name[:i] + ".jsonl"
 	}
 	return name
 }
 
-// readTelemetry parses every *.jsonl (or zstd-compressed *.jsonl.zst) file
-// under dir (traces.jsonl, metrics.jsonl, logs.jsonl, per run directory).
-// Every line must be a complete, strictly valid JSON object; jq must accept
-// every file too.
+// plainName is a (relative) output file name without its compression
+// suffix: run/traces.jsonl.zst is run/traces.jsonl.
+func plainName(name string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(name, ".zst"), ".gz")
+}
+
+// readTelemetry parses every output file under dir (traces.jsonl,
+// metrics.jsonl, logs.jsonl per run directory; zstd-compressed .jsonl.zst
+// as the presets write them, or .jsonl.gz). Every line must be a complete,
+// strictly valid JSON object; jq must accept every file too. ByFile is keyed
+// by the plain name (run/traces.jsonl).
 func readTelemetry(t *testing.T, dir string) telemetry {
 	t.Helper()
 	got := telemetry{ByRank: map[int64]lensemu.Result{}, ByRun: map[string]lensemu.Result{}, ByFile: map[string]lensemu.Result{}, Severities: map[string]int{}}
@@ -100,6 +109,7 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
+		rel = plainName(rel)
 		checkWithJQ(t, path)
 		eachLine(t, path, func(line []byte) {
 			rec := decodeRecord(t, rel, line)
@@ -169,39 +179,51 @@ func checkWithJQ(t *testing.T, path string) {
 	}
 }
 
-// isOutputFile reports whether path is a JSONL output file, plain or
-// zstd-compressed (NEMO_JSONL_COMPRESSION=zstd).
+// isOutputFile reports whether path is a JSONL output file: plain, or
+// compressed as NEMO_JSONL_COMPRESSION (zstd by default, or gzip) says.
 func isOutputFile(path string) bool {
-	return strings.HasSuffix(path, ".jsonl") || strings.HasSuffix(path, ".jsonl.zst")
+	return strings.HasSuffix(plainName(path), ".jsonl")
 }
 
 // openOutput opens an output file for reading its lines, decompressing a
-// .zst one (a concatenation of complete frames, one per write).
+// .zst or .gz one (a concatenation of complete frames or members, one per
+// write).
 func openOutput(t *testing.T, path string) io.ReadCloser {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("open output: %v", err)
 	}
-	if !strings.HasSuffix(path, ".zst") {
+	var dec io.Reader
+	switch {
+	case strings.HasSuffix(path, ".zst"):
+		var zr *zstd.Decoder
+		zr, err = zstd.NewReader(f)
+		if err == nil {
+			return decoded{zr, func() { zr.Close() }, f}
+		}
+	case strings.HasSuffix(path, ".gz"):
+		dec, err = gzip.NewReader(f)
+	default:
 		return f
 	}
-	dec, err := zstd.NewReader(f)
 	if err != nil {
 		f.Close()
 		t.Fatalf("%s: %v", path, err)
 	}
-	return zstdFile{dec, f}
+	return decoded{dec, func() {}, f}
 }
 
-type zstdFile struct {
-	*zstd.Decoder
-	f *os.File
+// decoded is a decompressing reader of an open file.
+type decoded struct {
+	io.Reader
+	release func()
+	f       *os.File
 }
 
-func (z zstdFile) Close() error {
-	z.Decoder.Close()
-	return z.f.Close()
+func (d decoded) Close() error {
+	d.release()
+	return d.f.Close()
 }
 
 func eachLine(t *testing.T, path string, fn func([]byte)) {
@@ -217,8 +239,11 @@ func eachLine(t *testing.T, path string, fn func([]byte)) {
 			}
 			fn(line[:len(line)-1])
 		}
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
 	}
 }

@@ -15,7 +15,7 @@
 #   OTEL_RESOURCE_ATTRIBUTES     + slurm.restart_count, and for job arrays
 #                                slurm.array_job.id and slurm.array_task.id
 #                                (heterogeneous jobs: slurm.het_job.size)
-# Output: $NEMO_TELEMETRY_DIR/$SLURM_JOB_ID/<node>/<run id>/{traces,metrics,logs}.jsonl
+# Output: $NEMO_TELEMETRY_DIR/$SLURM_JOB_ID/<node>/<run id>/{traces,metrics,logs}.jsonl.zst
 # and <node>/collector.log. One directory per node: collectors on different
 # nodes never append to the same file (appends over NFS are not atomic).
 #

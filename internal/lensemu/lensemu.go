@@ -124,6 +124,11 @@ func (r Result) Sub(o Result) Result {
 	return Result{Spans: r.Spans - o.Spans, DataPoints: r.DataPoints - o.DataPoints, LogRecords: r.LogRecords - o.LogRecords}
 }
 
+// Covers reports whether r holds at least o of every signal.
+func (r Result) Covers(o Result) bool {
+	return r.Spans >= o.Spans && r.DataPoints >= o.DataPoints && r.LogRecords >= o.LogRecords
+}
+
 func (r *Rank) defaults() {
 	if r.Protocol == "" {
 		r.Protocol = GRPC
