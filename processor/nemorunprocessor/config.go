@@ -13,9 +13,9 @@ import (
 // Config configures the nemo_run processor.
 type Config struct {
 	// Override replaces every sender's nemo.run.id with the collector's own id
-	// (the first of run_id_env set in the collector's environment, else
-	// run_id). Meant for a collector run as a per-job sidecar that knows its
-	// job's id; the collector refuses to start if it has no such id.
+	// (the first non-blank of env_run_ids, else run_id). Meant for a
+	// collector run as a per-job sidecar that knows its job's id; the
+	// collector refuses to start if it has no such id.
 	Override bool `mapstructure:"override"`
 
 	// JobKeys lists sets of resource attribute keys that identify one training
@@ -35,21 +35,22 @@ type Config struct {
 	// is kept.
 	PerProcessIDPattern string `mapstructure:"per_process_id_pattern"`
 
-	// RunIDEnv lists the collector's environment variables that give a run id,
-	// first non-blank wins. Used to fill a missing id (after job keys), or for
-	// every resource with override. Set to [] on a shared gateway that may
-	// itself run inside a SLURM allocation.
-	RunIDEnv []string `mapstructure:"run_id_env"`
+	// EnvRunIDs are run ids the configuration takes from the collector's
+	// environment, e.g. ["${env:NEMO_LENS_RUN_ID:-}", "${env:SLURM_JOB_ID:-}"]:
+	// the first non-blank wins. Used to fill a missing id (after job keys),
+	// or for every resource with override; such ids get
+	// nemo.run_id_source=env. The processor itself never reads its
+	// environment. Leave ${env:SLURM_JOB_ID} out on a collector that may run
+	// inside a SLURM allocation without being that job's own.
+	EnvRunIDs []string `mapstructure:"env_run_ids"`
 
-	// RunID is a static run id, used after job keys and run_id_env.
+	// RunID is a static run id, used after job keys and env_run_ids.
 	RunID string `mapstructure:"run_id"`
 
-	// WandbEntity is inserted as wandb.entity when a resource has none;
-	// if empty, the collector's WANDB_ENTITY is used.
+	// WandbEntity is inserted as wandb.entity when a resource has none.
 	WandbEntity string `mapstructure:"wandb_entity"`
 
-	// WandbProject is inserted as wandb.project when a resource has none;
-	// if empty, the collector's WANDB_PROJECT is used.
+	// WandbProject is inserted as wandb.project when a resource has none.
 	WandbProject string `mapstructure:"wandb_project"`
 
 	// CanonicalRanks writes a typed int copy of a valid rank, world size and
@@ -67,6 +68,19 @@ type Config struct {
 	// SingleNodeWindow is how long after the first rank of a launch is seen
 	// other ranks may still join it. torchrun starts all local ranks at once.
 	SingleNodeWindow time.Duration `mapstructure:"single_node_window"`
+
+	// SingleNodeSettle is how long a launch whose world size is complete
+	// waits for a further id before it is decided one job: a rank arriving
+	// twice meanwhile reveals two jobs launched together. The requests of an
+	// undecided launch are held (their senders wait) until it is decided.
+	SingleNodeSettle time.Duration `mapstructure:"single_node_settle"`
+
+	// SingleNodeHold is the longest an undecided launch holds its requests:
+	// when it expires the ranks that arrived are merged, and later ranks
+	// join or are refused as single_node_window says. Below the 10s export
+	// timeout of the OpenTelemetry SDKs, so that a held sender does not give
+	// up.
+	SingleNodeHold time.Duration `mapstructure:"single_node_hold"`
 
 	// SingleNodeIdleTimeout is how long the processor remembers a launch and
 	// its ids after it last saw any of them. A rank silent for longer is
@@ -107,16 +121,17 @@ func (cfg *Config) Validate() error {
 	if _, err := regexp.Compile(cfg.PerProcessIDPattern); err != nil {
 		errs = append(errs, fmt.Errorf("per_process_id_pattern is not a valid regular expression: %w", err))
 	}
-	for i, name := range cfg.RunIDEnv {
-		if strings.TrimSpace(name) == "" || strings.ContainsAny(name, "= \t") {
-			errs = append(errs, fmt.Errorf("run_id_env[%d] must be an environment variable name, got %q", i, name))
+	for i, id := range cfg.EnvRunIDs {
+		if strings.ContainsAny(id, "\n\r") {
+			errs = append(errs, fmt.Errorf("env_run_ids[%d] must be one line, got %q", i, id))
 		}
 	}
 	if cfg.RunID != "" && strings.TrimSpace(cfg.RunID) != cfg.RunID {
 		errs = append(errs, fmt.Errorf("run_id must not be blank or have surrounding spaces, got %q", cfg.RunID))
 	}
-	if cfg.Override && cfg.RunID == "" && len(cfg.RunIDEnv) == 0 {
-		errs = append(errs, errors.New("override needs run_id or run_id_env to say which id wins"))
+	if cfg.Override && cfg.RunID == "" && firstNonBlank(cfg.EnvRunIDs) == "" {
+		errs = append(errs, errors.New("override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty "+
+			"(with the presets, set NEMO_LENS_RUN_ID or NEMO_RUN_ID in the collector's environment)"))
 	}
 	for _, f := range []struct{ key, value string }{{"wandb_entity", cfg.WandbEntity}, {"wandb_project", cfg.WandbProject}} {
 		if strings.ContainsAny(f.value, "/:") {
@@ -126,6 +141,19 @@ func (cfg *Config) Validate() error {
 	if cfg.ReconcileSingleNode {
 		if cfg.SingleNodeWindow <= 0 {
 			errs = append(errs, fmt.Errorf("single_node_window must be positive when reconcile_single_node is true, got %s", cfg.SingleNodeWindow))
+		}
+		if cfg.SingleNodeSettle <= 0 {
+			errs = append(errs, fmt.Errorf("single_node_settle must be positive when reconcile_single_node is true, got %s", cfg.SingleNodeSettle))
+		}
+		if cfg.SingleNodeHold <= cfg.SingleNodeSettle {
+			errs = append(errs, fmt.Errorf("single_node_hold must be longer than single_node_settle (%s), got %s", cfg.SingleNodeSettle, cfg.SingleNodeHold))
+		}
+		if cfg.SingleNodeHold >= maxSingleNodeHold {
+			errs = append(errs, fmt.Errorf("single_node_hold must be below %s, the OpenTelemetry SDKs' default export timeout (a sender held longer gives up and retries), got %s",
+				maxSingleNodeHold, cfg.SingleNodeHold))
+		}
+		if cfg.SingleNodeHold >= cfg.SingleNodeWindow {
+			errs = append(errs, fmt.Errorf("single_node_window must be longer than single_node_hold (%s), got %s", cfg.SingleNodeHold, cfg.SingleNodeWindow))
 		}
 		if cfg.SingleNodeIdleTimeout <= cfg.SingleNodeWindow {
 			errs = append(errs, fmt.Errorf("single_node_idle_timeout must be longer than single_node_window (%s), got %s", cfg.SingleNodeWindow, cfg.SingleNodeIdleTimeout))
@@ -142,9 +170,20 @@ func createDefaultConfig() component.Config {
 			{"k8s.namespace.name", "k8s.job.name"},
 		},
 		PerProcessIDPattern:   `^[0-9a-f]{12}$`,
-		RunIDEnv:              []string{"NEMO_LENS_RUN_ID", "MEGATRON_OTEL_RUN_ID", "SLURM_JOB_ID"},
 		ReconcileSingleNode:   true,
 		SingleNodeWindow:      defaultSingleNodeWindow,
+		SingleNodeSettle:      defaultSingleNodeSettle,
+		SingleNodeHold:        defaultSingleNodeHold,
 		SingleNodeIdleTimeout: defaultSingleNodeIdleTimeout,
 	}
+}
+
+// firstNonBlank returns the first of ids that is not blank, trimmed, or "".
+func firstNonBlank(ids []string) string {
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" {
+			return id
+		}
+	}
+	return ""
 }

@@ -26,7 +26,7 @@ func TestLoadConfig(t *testing.T) {
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
 				c.JobKeys = [][]string{{"slurm.cluster.name", "slurm.job.id"}, {"k8s.namespace.name", "k8s.job.name"}}
-				c.RunIDEnv = []string{"NEMO_LENS_RUN_ID"}
+				c.EnvRunIDs = []string{"exp-1", "", "4242"}
 				c.RunID = "llama3-70b-pretrain"
 				c.WandbEntity = "nvidia-research"
 				c.WandbProject = "llama3"
@@ -39,7 +39,7 @@ func TestLoadConfig(t *testing.T) {
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
 				c.Override = true
-				c.RunIDEnv = []string{"NEMO_LENS_RUN_ID", "SLURM_JOB_ID"}
+				c.EnvRunIDs = []string{"", "4242"}
 				c.JobKeys = [][]string{}
 				return c
 			},
@@ -57,7 +57,7 @@ func TestLoadConfig(t *testing.T) {
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
 				c.Override = true
-				c.RunIDEnv = []string{"LAUNCH_ID"}
+				c.EnvRunIDs = []string{"launch-7"}
 				return c
 			},
 		},
@@ -74,6 +74,8 @@ func TestLoadConfig(t *testing.T) {
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
 				c.SingleNodeWindow = 2 * time.Minute
+				c.SingleNodeSettle = 2 * time.Second
+				c.SingleNodeHold = 8 * time.Second
 				c.SingleNodeIdleTimeout = 72 * time.Hour
 				return c
 			},
@@ -95,9 +97,13 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewIDWithName(metadata.Type, "duplicate_key"), wantErr: `job_keys[0] lists "k8s.job.name" twice`},
 		{id: component.NewIDWithName(metadata.Type, "too_many_keys"), wantErr: "job_keys[0] lists 9 keys, at most 8 are allowed"},
 		{id: component.NewIDWithName(metadata.Type, "bad_pattern"), wantErr: "per_process_id_pattern is not a valid regular expression"},
-		{id: component.NewIDWithName(metadata.Type, "bad_env"), wantErr: `run_id_env[1] must be an environment variable name, got "SLURM JOB ID"`},
+		{id: component.NewIDWithName(metadata.Type, "bad_env"), wantErr: `env_run_ids[1] must be one line, got "42\n43"`},
+		{id: component.NewIDWithName(metadata.Type, "no_settle"), wantErr: "single_node_settle must be positive when reconcile_single_node is true, got 0s"},
+		{id: component.NewIDWithName(metadata.Type, "hold_not_above_settle"), wantErr: "single_node_hold must be longer than single_node_settle (3s), got 3s"},
+		{id: component.NewIDWithName(metadata.Type, "long_hold"), wantErr: "single_node_hold must be below 10s, the OpenTelemetry SDKs' default export timeout (a sender held longer gives up and retries), got 12s"},
+		{id: component.NewIDWithName(metadata.Type, "window_not_above_hold"), wantErr: "single_node_window must be longer than single_node_hold (5s), got 5s"},
 		{id: component.NewIDWithName(metadata.Type, "blank_run_id"), wantErr: `run_id must not be blank or have surrounding spaces, got "  "`},
-		{id: component.NewIDWithName(metadata.Type, "override_without_id"), wantErr: "override needs run_id or run_id_env"},
+		{id: component.NewIDWithName(metadata.Type, "override_without_id"), wantErr: "override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty"},
 		{id: component.NewIDWithName(metadata.Type, "bad_wandb"), wantErr: `wandb_entity must be a bare W&B name without '/' or ':', got "nvidia/research"`},
 	}
 
@@ -126,11 +132,15 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, [][]string{{"slurm.job.id"}, {"nv.dl.job.uuid"}, {"k8s.namespace.name", "k8s.job.name"}}, cfg.JobKeys)
-	assert.Equal(t, []string{"NEMO_LENS_RUN_ID", "MEGATRON_OTEL_RUN_ID", "SLURM_JOB_ID"}, cfg.RunIDEnv)
+	assert.Empty(t, cfg.EnvRunIDs, "the processor never reads its environment: configs pass ${env:...} values")
+	assert.Empty(t, cfg.WandbEntity)
+	assert.Empty(t, cfg.WandbProject)
 	assert.Equal(t, `^[0-9a-f]{12}$`, cfg.PerProcessIDPattern)
 	assert.False(t, cfg.Override)
 	assert.False(t, cfg.CanonicalRanks)
 	assert.True(t, cfg.ReconcileSingleNode)
 	assert.Equal(t, 60*time.Second, cfg.SingleNodeWindow)
+	assert.Equal(t, time.Second, cfg.SingleNodeSettle)
+	assert.Equal(t, 5*time.Second, cfg.SingleNodeHold)
 	assert.Equal(t, 7*24*time.Hour, cfg.SingleNodeIdleTimeout)
 }

@@ -2,29 +2,26 @@ package nemorunprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/
 
 import (
 	"context"
-	"os"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
 
 var processorCapabilities = consumer.Capabilities{MutatesData: true}
 
-// runFactory carries what every processor it creates shares: how to read the
-// collector's environment, the id generated once per collector start, so
-// that traces, metrics and logs (and every nemo_run instance) agree on it,
-// and each component's single-node launches, so that its signals agree on
-// them.
+// runFactory carries what every processor it creates shares: the id
+// generated once per collector start, so that traces, metrics and logs (and
+// every nemo_run instance) agree on it, the clock, and each component's
+// single-node launches, so that its signals agree on them.
 type runFactory struct {
-	lookupEnv   func(string) (string, bool)
 	generatedID func() string
-	now         func() time.Time
+	clock       clock.Clock
 
 	mu     sync.Mutex
 	single map[component.ID]*sharedSingleNode
@@ -39,11 +36,11 @@ type sharedSingleNode struct {
 
 // NewFactory returns the factory for the nemo_run processor.
 func NewFactory() processor.Factory {
-	return newFactory(os.LookupEnv)
+	return newFactory(clock.Wall())
 }
 
-func newFactory(lookupEnv func(string) (string, bool)) processor.Factory {
-	f := newRunFactory(lookupEnv, time.Now)
+func newFactory(clk clock.Clock) processor.Factory {
+	f := newRunFactory(clk)
 	return processor.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -53,11 +50,10 @@ func newFactory(lookupEnv func(string) (string, bool)) processor.Factory {
 	)
 }
 
-func newRunFactory(lookupEnv func(string) (string, bool), now func() time.Time) *runFactory {
+func newRunFactory(clk clock.Clock) *runFactory {
 	return &runFactory{
-		lookupEnv:   lookupEnv,
 		generatedID: sync.OnceValue(generateRunID),
-		now:         now,
+		clock:       clk,
 		single:      map[component.ID]*sharedSingleNode{},
 	}
 }
@@ -65,10 +61,10 @@ func newRunFactory(lookupEnv func(string) (string, bool), now func() time.Time) 
 func (f *runFactory) newProcessor(set processor.Settings, cfg component.Config, signal string) (*runProcessor, error) {
 	c := cfg.(*Config)
 	if !usesSingleNode(c) {
-		return newRunProcessor(set, c, signal, f.lookupEnv, f.generatedID())
+		return newRunProcessor(set, c, signal, f.generatedID())
 	}
 	state, release := f.acquireSingleNode(set.ID, c)
-	p, err := newRunProcessor(set, c, signal, f.lookupEnv, f.generatedID(), withSingleNode(state, release))
+	p, err := newRunProcessor(set, c, signal, f.generatedID(), withSingleNode(state, release))
 	if err != nil {
 		release()
 	}
@@ -76,14 +72,14 @@ func (f *runFactory) newProcessor(set processor.Settings, cfg component.Config, 
 }
 
 // acquireSingleNode returns the single-node state of component id, creating
-// it for its first processor; the state is dropped when the last one shuts
-// down (a configuration reload starts afresh).
+// it for its first processor; the state is stopped and dropped when the last
+// one shuts down (a configuration reload starts afresh).
 func (f *runFactory) acquireSingleNode(id component.ID, cfg *Config) (*singleNode, func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	shared, ok := f.single[id]
 	if !ok {
-		shared = &sharedSingleNode{state: newSingleNode(cfg, f.now)}
+		shared = &sharedSingleNode{state: newSingleNode(cfg, f.clock)}
 		f.single[id] = shared
 	}
 	shared.refs++
@@ -92,8 +88,11 @@ func (f *runFactory) acquireSingleNode(id component.ID, cfg *Config) (*singleNod
 		once.Do(func() {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			if shared.refs--; shared.refs == 0 && f.single[id] == shared {
-				delete(f.single, id)
+			if shared.refs--; shared.refs == 0 {
+				shared.state.stop()
+				if f.single[id] == shared {
+					delete(f.single, id)
+				}
 			}
 		})
 	}

@@ -2,10 +2,10 @@ package nemorunprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
@@ -44,13 +45,6 @@ const (
 	sourceStatic     = "static"
 	sourceGenerated  = "generated"
 	sourceSingleNode = "single_node"
-)
-
-// Collector environment variables consulted for the W&B identity when the
-// config leaves it empty.
-const (
-	envWandbEntity  = "WANDB_ENTITY"
-	envWandbProject = "WANDB_PROJECT"
 )
 
 var writtenKeys = []string{
@@ -84,6 +78,10 @@ const (
 
 var outcomeNames = [numOutcomes]string{"kept", "derived", "reconciled", "overridden", "env", "static", "generated"}
 
+// outcomeHeld: the resource's single-node launch is not decided yet; it is
+// assigned again once it is, and only that outcome is counted.
+const outcomeHeld = numOutcomes
+
 // rankField indexes the three rank attributes.
 type rankField int
 
@@ -108,6 +106,15 @@ type tally struct {
 	invalid   [numRankFields]int64
 	// unreconciled[reasonNone] counts nothing useful and is not recorded.
 	unreconciled [numReasons]int64
+	// held is the undecided launch of the resource just assigned
+	// outcomeHeld.
+	held *launch
+}
+
+// heldResource is a resource waiting for the decision of its launch.
+type heldResource struct {
+	attrs  pcommon.Map
+	launch *launch
 }
 
 type runProcessor struct {
@@ -117,7 +124,7 @@ type runProcessor struct {
 	jobKeys    [][]string
 	perProcess *regexp.Regexp // nil: every sender id is taken as job-wide
 
-	// Candidate ids resolved once at creation; empty when not available.
+	// Candidate ids from the config; empty when not available.
 	envID       string
 	staticID    string
 	generatedID string
@@ -134,6 +141,10 @@ type runProcessor struct {
 	// of one component; release drops this processor's share.
 	single  *singleNode
 	release func()
+	// clock runs single-node state the processor creates itself
+	// (withClock); stopped is closed at shutdown, releasing held requests.
+	clock   clock.Clock
+	stopped chan struct{}
 
 	telemetry     *metadata.TelemetryBuilder
 	resourcesOpts []metric.AddOption
@@ -151,22 +162,31 @@ func withSingleNode(s *singleNode, release func()) processorOption {
 	return func(p *runProcessor) { p.single, p.release = s, release }
 }
 
-// newRunProcessor builds the processor for one signal. lookupEnv reads the
-// collector's environment (os.LookupEnv in production); generatedID is the
-// id generated once per collector start.
+// withClock makes a processor that creates its own single-node state run it
+// on clk (tests).
+func withClock(clk clock.Clock) processorOption {
+	return func(p *runProcessor) { p.clock = clk }
+}
+
+// newRunProcessor builds the processor for one signal from its config alone
+// (it never reads the collector's environment: the config does, with
+// ${env:...}); generatedID is the id generated once per collector start.
 //
 // Without withSingleNode, a processor that needs single-node state gets its
-// own, on the wall clock.
-func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupEnv func(string) (string, bool), generatedID string, opts ...processorOption) (*runProcessor, error) {
+// own, on the wall clock unless withClock says otherwise, and stops it at
+// shutdown.
+func newRunProcessor(set processor.Settings, cfg *Config, signal string, generatedID string, opts ...processorOption) (*runProcessor, error) {
 	p := &runProcessor{
 		logger:         set.Logger,
 		override:       cfg.Override,
 		jobKeys:        cfg.JobKeys,
+		envID:          firstNonBlank(cfg.EnvRunIDs),
 		staticID:       cfg.RunID,
 		generatedID:    generatedID,
-		wandbEntity:    cfg.WandbEntity,
-		wandbProject:   cfg.WandbProject,
+		wandbEntity:    strings.TrimSpace(cfg.WandbEntity),
+		wandbProject:   strings.TrimSpace(cfg.WandbProject),
 		canonicalRanks: cfg.CanonicalRanks,
+		stopped:        make(chan struct{}),
 	}
 	for _, opt := range opts {
 		opt(p)
@@ -174,7 +194,12 @@ func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupE
 	if !usesSingleNode(cfg) {
 		p.single = nil
 	} else if p.single == nil {
-		p.single = newSingleNode(cfg, time.Now)
+		clk := p.clock
+		if clk == nil {
+			clk = clock.Wall()
+		}
+		p.single = newSingleNode(cfg, clk)
+		p.release = p.single.stop
 	}
 	if cfg.PerProcessIDPattern != "" {
 		re, err := regexp.Compile(cfg.PerProcessIDPattern)
@@ -184,20 +209,6 @@ func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupE
 		p.perProcess = re
 	}
 
-	envName := ""
-	for _, name := range cfg.RunIDEnv {
-		if v, ok := lookupEnv(name); ok && strings.TrimSpace(v) != "" {
-			p.envID, envName = strings.TrimSpace(v), name
-			break
-		}
-	}
-	if p.wandbEntity == "" {
-		p.wandbEntity = envValue(lookupEnv, envWandbEntity)
-	}
-	if p.wandbProject == "" {
-		p.wandbProject = envValue(lookupEnv, envWandbProject)
-	}
-
 	if p.override {
 		switch {
 		case p.envID != "":
@@ -205,14 +216,12 @@ func newRunProcessor(set processor.Settings, cfg *Config, signal string, lookupE
 		case p.staticID != "":
 			p.collectorID, p.collectorOutcome = p.staticID, outcomeStatic
 		default:
-			return nil, fmt.Errorf("override is true but the collector has no run id of its own: run_id is empty and none of [%s] is set in its environment",
-				strings.Join(cfg.RunIDEnv, ", "))
+			return nil, errors.New("override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty")
 		}
-		p.logger.Info("Replacing every sender's run id", zap.String("run_id", p.collectorID), zap.String("from", collectorIDOrigin(p.collectorOutcome, envName)))
+		p.logger.Info("Replacing every sender's run id", zap.String("run_id", p.collectorID), zap.String("from", collectorIDOrigin(p.collectorOutcome)))
 	} else {
 		p.logger.Debug("Run ids for resources without one, after job keys",
-			zap.String("env", p.envID), zap.String("env_var", envName),
-			zap.String("static", p.staticID), zap.String("generated", p.generatedID))
+			zap.String("env", p.envID), zap.String("static", p.staticID), zap.String("generated", p.generatedID))
 	}
 
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
@@ -244,20 +253,20 @@ func addOptions(kvs ...attribute.KeyValue) []metric.AddOption {
 	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
 }
 
-func envValue(lookupEnv func(string) (string, bool), name string) string {
-	v, _ := lookupEnv(name)
-	return strings.TrimSpace(v)
-}
-
-func collectorIDOrigin(o outcome, envName string) string {
+func collectorIDOrigin(o outcome) string {
 	if o == outcomeEnv {
-		return envName
+		return "env_run_ids"
 	}
 	return "run_id"
 }
 
 func (p *runProcessor) shutdown(context.Context) error {
 	p.telemetry.Shutdown()
+	select {
+	case <-p.stopped:
+	default:
+		close(p.stopped)
+	}
 	if p.release != nil {
 		p.release()
 		p.release = nil
@@ -267,42 +276,93 @@ func (p *runProcessor) shutdown(context.Context) error {
 
 func (p *runProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
 	var t tally
+	var held []heldResource
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
-		p.processResource(rss.At(i).Resource().Attributes(), &t)
+		held = p.processResourceOrHold(rss.At(i).Resource().Attributes(), &t, held)
 	}
+	err := p.awaitDecisions(ctx, held, &t)
 	p.record(ctx, &t)
-	return td, nil
+	return td, err
 }
 
 func (p *runProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	var t tally
+	var held []heldResource
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
-		p.processResource(rms.At(i).Resource().Attributes(), &t)
+		held = p.processResourceOrHold(rms.At(i).Resource().Attributes(), &t, held)
 	}
+	err := p.awaitDecisions(ctx, held, &t)
 	p.record(ctx, &t)
-	return md, nil
+	return md, err
 }
 
 func (p *runProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
 	var t tally
+	var held []heldResource
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
-		p.processResource(rls.At(i).Resource().Attributes(), &t)
+		held = p.processResourceOrHold(rls.At(i).Resource().Attributes(), &t, held)
 	}
+	err := p.awaitDecisions(ctx, held, &t)
 	p.record(ctx, &t)
-	return ld, nil
+	return ld, err
+}
+
+func (p *runProcessor) processResourceOrHold(attrs pcommon.Map, t *tally, held []heldResource) []heldResource {
+	if l := p.processResource(attrs, t); l != nil {
+		held = append(held, heldResource{attrs: attrs, launch: l})
+	}
+	return held
+}
+
+// awaitDecisions blocks the request until every undecided single-node
+// launch its resources belong to is decided, then gives those resources
+// their run ids; nothing of the request is passed on before. A request
+// without such resources (explicit, job-keyed, refused or decided ids)
+// returns at once. On ctx done or shutdown the request fails (retryably:
+// its sender retries) rather than going out with undecided ids.
+func (p *runProcessor) awaitDecisions(ctx context.Context, held []heldResource, t *tally) error {
+	for len(held) > 0 {
+		if err := p.single.await(ctx, p.stopped, held); err != nil {
+			return err
+		}
+		// An id forgotten under the bound meanwhile may start a new launch:
+		// wait again for that one.
+		next := held[:0]
+		for _, h := range held {
+			if l := p.assignAndCount(h.attrs, t); l != nil {
+				next = append(next, heldResource{attrs: h.attrs, launch: l})
+			}
+		}
+		held = next
+	}
+	return nil
 }
 
 // processResource brings one resource's identity attributes in line. It does
 // not allocate when the resource already carries everything it needs.
-func (p *runProcessor) processResource(attrs pcommon.Map, t *tally) {
+//
+// It returns the undecided single-node launch the resource must wait for,
+// or nil when its run id is assigned.
+func (p *runProcessor) processResource(attrs pcommon.Map, t *tally) *launch {
 	t.resources++
 	p.checkRanks(attrs, t)
 	insertIfMissing(attrs, attrWandbEntity, p.wandbEntity)
 	insertIfMissing(attrs, attrWandbProject, p.wandbProject)
-	t.ids[p.assignRunID(attrs, t)]++
+	return p.assignAndCount(attrs, t)
+}
+
+func (p *runProcessor) assignAndCount(attrs pcommon.Map, t *tally) *launch {
+	o := p.assignRunID(attrs, t)
+	if o == outcomeHeld {
+		l := t.held
+		t.held = nil
+		return l
+	}
+	t.ids[o]++
+	return nil
 }
 
 // checkRanks counts rank attributes that are present but unusable (they are

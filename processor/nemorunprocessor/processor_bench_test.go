@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
 
@@ -70,7 +71,8 @@ var (
 )
 
 // seeFirstRank shows the processor rank 0 of the bare torchrun job first,
-// so that the benchmarked rank 3 joins its launch.
+// and lets its hold expire, so that the benchmarked rank 3 joins the
+// decided launch at once.
 func seeFirstRank(b *testing.B, p *runProcessor) {
 	raw := lensResource("0f0e0d0c0b0a", 0)
 	for _, k := range bareTorchrun {
@@ -80,6 +82,7 @@ func seeFirstRank(b *testing.B, p *runProcessor) {
 	var tl tally
 	p.processResource(resourceAttrs(b, raw), &tl)
 	require.Equal(b, int64(1), tl.ids[outcomeKept])
+	p.clock.(*clocktest.Fake).Advance(defaultSingleNodeHold)
 }
 
 var benchCases = []benchCase{
@@ -203,7 +206,9 @@ func newPipeline(b *testing.B, bc benchCase, withNemoRun bool) *pipeline {
 	set := processortest.NewNopSettings(metadata.Type)
 	var proc processor.Traces
 	if withNemoRun {
-		proc, err = newFactory(bc.env.lookup).CreateTraces(b.Context(), set, createDefaultConfig(), exporter)
+		cfg := createDefaultConfig().(*Config)
+		bc.env.apply(cfg)
+		proc, err = NewFactory().CreateTraces(b.Context(), set, cfg, exporter)
 	} else {
 		proc, err = processorhelper.NewTraces(b.Context(), set, createDefaultConfig(), exporter, passThrough,
 			processorhelper.WithCapabilities(processorCapabilities))
@@ -263,8 +268,11 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 				b.Cleanup(func() { require.NoError(b, tel.Shutdown(context.Background())) })
 				set := processortest.NewNopSettings(metadata.Type)
 				set.TelemetrySettings = tel.NewTelemetrySettings()
-				run, err := newRunProcessor(set, createDefaultConfig().(*Config), "traces", bc.env.lookup, testGenerated)
+				cfg := createDefaultConfig().(*Config)
+				bc.env.apply(cfg)
+				run, err := newRunProcessor(set, cfg, "traces", testGenerated)
 				require.NoError(b, err)
+				b.Cleanup(func() { require.NoError(b, run.shutdown(context.Background())) })
 
 				var baseNs, runNs time.Duration
 				for b.Loop() {

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadatatest"
 )
@@ -109,10 +110,8 @@ func TestWandbIdentity(t *testing.T) {
 		wantEntity, wantProj any
 	}{
 		{name: "inserted from config", entity: "nv", project: "llama", in: map[string]any{}, wantEntity: "nv", wantProj: "llama"},
-		{name: "inserted from the collector environment", env: fakeEnv{"WANDB_ENTITY": "env-ent", "WANDB_PROJECT": "env-proj"},
+		{name: "inserted from the collector environment as the presets pass it", env: fakeEnv{"WANDB_ENTITY": " env-ent ", "WANDB_PROJECT": "env-proj"},
 			in: map[string]any{}, wantEntity: "env-ent", wantProj: "env-proj"},
-		{name: "config beats environment", entity: "nv", env: fakeEnv{"WANDB_ENTITY": "env-ent", "WANDB_PROJECT": "env-proj"},
-			in: map[string]any{}, wantEntity: "nv", wantProj: "env-proj"},
 		{name: "sender's values never overwritten", entity: "nv", project: "llama",
 			in:         map[string]any{"wandb.entity": "team", "wandb.project": "mine"},
 			wantEntity: "team", wantProj: "mine"},
@@ -126,7 +125,11 @@ func TestWandbIdentity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newTestProcessor(t, func(c *Config) { c.WandbEntity = tt.entity; c.WandbProject = tt.project }, tt.env)
+			p := newTestProcessor(t, func(c *Config) {
+				if tt.env == nil {
+					c.WandbEntity, c.WandbProject = tt.entity, tt.project
+				}
+			}, tt.env)
 			attrs := resourceAttrs(t, tt.in)
 			var tl tally
 			p.processResource(attrs, &tl)
@@ -237,14 +240,32 @@ func TestKeptRunIDDoesNotAllocate(t *testing.T) {
 	}
 }
 
-func TestOverrideWithoutCollectorIDFailsAtCreation(t *testing.T) {
+func TestOverrideWithoutCollectorIDFails(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.Override = true
-	require.NoError(t, cfg.Validate(), "validation cannot see the environment")
-	f := newFactory(fakeEnv{"NEMO_LENS_RUN_ID": " "}.lookup)
-	_, err := f.CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
-	require.ErrorContains(t, err, "override is true but the collector has no run id of its own")
-	assert.ErrorContains(t, err, "NEMO_LENS_RUN_ID, MEGATRON_OTEL_RUN_ID, SLURM_JOB_ID")
+	fakeEnv{"NEMO_LENS_RUN_ID": " "}.apply(cfg)
+	require.ErrorContains(t, cfg.Validate(), "override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty")
+	_, err := newFactory(clock.Wall()).CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+	require.ErrorContains(t, err, "override is true but the collector has no run id of its own", "and at creation, unvalidated")
+}
+
+// The processor reads only its config: the collector's own environment,
+// which the presets pass in with ${env:...}, changes nothing by itself.
+func TestEnvironmentIsNotRead(t *testing.T) {
+	for k, v := range map[string]string{
+		"NEMO_LENS_RUN_ID": "exp-1", "MEGATRON_OTEL_RUN_ID": "m-1", "SLURM_JOB_ID": "99",
+		"WANDB_ENTITY": "env-ent", "WANDB_PROJECT": "env-proj",
+	} {
+		t.Setenv(k, v)
+	}
+	cfg := createDefaultConfig().(*Config)
+	assert.Empty(t, cfg.EnvRunIDs)
+	got := allSignals(t, NewFactory(), processortest.NewNopSettings(metadata.Type), cfg, []map[string]any{{"service.name": "nemo"}})
+	for _, signal := range []string{"traces", "metrics", "logs"} {
+		assert.Equal(t, "generated", got[signal][0]["nemo.run_id_source"], signal)
+		assert.NotContains(t, got[signal][0], "wandb.entity", signal)
+		assert.NotContains(t, got[signal][0], "wandb.project", signal)
+	}
 }
 
 // allSignals sends the same resources through traces, metrics and logs
@@ -305,8 +326,8 @@ func allSignals(t *testing.T, f processor.Factory, set processor.Settings, cfg *
 
 func TestAllSignals(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
-	cfg.WandbProject = "llama"
-	f := newFactory(fakeEnv{"WANDB_ENTITY": "nv"}.lookup)
+	cfg.WandbEntity, cfg.WandbProject = "nv", "llama"
+	f := NewFactory()
 	in := []map[string]any{
 		k8sJob("ml", "llama-pretrain", map[string]any{"nemo.run.id": "a1b2c3d4e5f6", "dl.rank": "1"}),
 		k8sJob("ml", "llama-pretrain", map[string]any{"dl.rank": int64(2)}),
@@ -331,10 +352,9 @@ func TestAllSignals(t *testing.T) {
 
 func TestGeneratedIDSharedBySignalsOfOneCollector(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
-	cfg.RunIDEnv = []string{}
 	in := []map[string]any{{"service.name": "nemo"}}
 
-	first := allSignals(t, newFactory(fakeEnv{}.lookup), processortest.NewNopSettings(metadata.Type), cfg, in)
+	first := allSignals(t, NewFactory(), processortest.NewNopSettings(metadata.Type), cfg, in)
 	id := first["traces"][0]["nemo.run.id"]
 	assert.Regexp(t, `^[0-9a-f]{12}$`, id)
 	for _, signal := range []string{"metrics", "logs"} {
@@ -342,7 +362,7 @@ func TestGeneratedIDSharedBySignalsOfOneCollector(t *testing.T) {
 		assert.Equal(t, "generated", first[signal][0]["nemo.run_id_source"], signal)
 	}
 
-	restarted := allSignals(t, newFactory(fakeEnv{}.lookup), processortest.NewNopSettings(metadata.Type), cfg, in)
+	restarted := allSignals(t, NewFactory(), processortest.NewNopSettings(metadata.Type), cfg, in)
 	assert.NotEqual(t, id, restarted["traces"][0]["nemo.run.id"], "a new collector start generates a new id")
 }
 
@@ -350,7 +370,8 @@ func TestInternalMetrics(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	cfg := createDefaultConfig().(*Config)
-	f := newFactory(fakeEnv{"SLURM_JOB_ID": "99"}.lookup)
+	fakeEnv{"SLURM_JOB_ID": "99"}.apply(cfg)
+	f := NewFactory()
 	allSignals(t, f, metadatatest.NewSettings(tel), cfg, []map[string]any{
 		{"nemo.run.id": "kept-run", "dl.rank": "zero", "dl.local_rank": int64(-2)},
 		k8sJob("ml", "llama-pretrain", map[string]any{"nemo.run.id": "a1b2c3d4e5f6"}),

@@ -1,6 +1,7 @@
 package nemorunprocessor
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
 
@@ -25,22 +27,34 @@ const (
 	testGenerated = "feedc0ffee42"
 )
 
+// fakeEnv is a collector's environment as the presets pass it to nemo_run:
+// env_run_ids: [${env:NEMO_LENS_RUN_ID:-}, ${env:MEGATRON_OTEL_RUN_ID:-},
+// ${env:SLURM_JOB_ID:-}], wandb_entity: ${env:WANDB_ENTITY:-} and
+// wandb_project: ${env:WANDB_PROJECT:-}.
 type fakeEnv map[string]string
 
-func (e fakeEnv) lookup(name string) (string, bool) {
-	v, ok := e[name]
-	return v, ok
+func (e fakeEnv) apply(c *Config) {
+	if e == nil {
+		return
+	}
+	c.EnvRunIDs = []string{e["NEMO_LENS_RUN_ID"], e["MEGATRON_OTEL_RUN_ID"], e["SLURM_JOB_ID"]}
+	c.WandbEntity, c.WandbProject = e["WANDB_ENTITY"], e["WANDB_PROJECT"]
 }
 
+// newTestProcessor builds a traces processor from the default config with
+// env applied, then configure; its single-node state, if any, runs on a
+// fake clock (p.clock).
 func newTestProcessor(t testing.TB, configure func(*Config), env fakeEnv) *runProcessor {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
+	env.apply(cfg)
 	if configure != nil {
 		configure(cfg)
 	}
 	require.NoError(t, cfg.Validate())
-	p, err := newRunProcessor(processortest.NewNopSettings(metadata.Type), cfg, "traces", env.lookup, testGenerated)
+	p, err := newRunProcessor(processortest.NewNopSettings(metadata.Type), cfg, "traces", testGenerated, withClock(clocktest.NewFake()))
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.shutdown(context.Background())) })
 	return p
 }
 
@@ -220,8 +234,8 @@ func TestAssignRunIDPrecedence(t *testing.T) {
 			wantOutcome: outcomeStatic,
 		},
 		{
-			name:        "run_id_env [] ignores the collector's own SLURM job",
-			configure:   func(c *Config) { c.RunIDEnv = []string{}; c.RunID = "static-run" },
+			name:        "env_run_ids without SLURM_JOB_ID ignores the collector's own SLURM job",
+			configure:   func(c *Config) { c.EnvRunIDs = []string{}; c.RunID = "static-run" },
 			in:          map[string]any{},
 			env:         fakeEnv{"SLURM_JOB_ID": "99"},
 			wantID:      "static-run",
@@ -286,7 +300,7 @@ func TestAssignRunIDPrecedence(t *testing.T) {
 		},
 		{
 			name:        "override fills a missing id with the collector's id, not job keys",
-			configure:   func(c *Config) { c.Override = true; c.RunIDEnv = nil; c.RunID = "job-7" },
+			configure:   func(c *Config) { c.Override = true; c.EnvRunIDs = nil; c.RunID = "job-7" },
 			in:          k8sJob("ml", "llama-pretrain", nil),
 			env:         fakeEnv{"NEMO_LENS_RUN_ID": "ignored"},
 			wantID:      "job-7",
@@ -385,9 +399,11 @@ func rankResource(job string, rank int, ownID bool) map[string]any {
 // agree on one id per job, without sharing state.
 func TestDerivedRunIDIsDeterministicAcrossCollectors(t *testing.T) {
 	collectorA := newTestProcessor(t, nil, fakeEnv{"SLURM_JOB_ID": "1"})
-	collectorB, err := newRunProcessor(processortest.NewNopSettings(metadata.Type), createDefaultConfig().(*Config), "metrics",
-		fakeEnv{"NEMO_LENS_RUN_ID": "other"}.lookup, "0123456789ab")
+	cfgB := createDefaultConfig().(*Config)
+	fakeEnv{"NEMO_LENS_RUN_ID": "other"}.apply(cfgB)
+	collectorB, err := newRunProcessor(processortest.NewNopSettings(metadata.Type), cfgB, "metrics", "0123456789ab")
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, collectorB.shutdown(context.Background())) })
 
 	type rank struct {
 		job   string

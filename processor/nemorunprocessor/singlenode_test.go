@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,13 +21,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadatatest"
 )
-
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 // perProcessID is the id NeMo Lens would mint for one process: 12
 // lowercase hex characters, distinct per (job, rank).
@@ -60,7 +57,7 @@ func torchrunRank(host string, job, rank, worldSize int) map[string]any {
 // processors from one factory) on a fake clock, with its logs and internal
 // metrics observed.
 type singleNodeHarness struct {
-	clock   *fakeClock
+	clock   *clocktest.Fake
 	logs    *observer.ObservedLogs
 	tel     *componenttest.Telemetry
 	factory *runFactory
@@ -70,7 +67,7 @@ type singleNodeHarness struct {
 
 func newSingleNodeHarness(t *testing.T, configure func(*Config)) *singleNodeHarness {
 	t.Helper()
-	h := &singleNodeHarness{clock: &fakeClock{t: time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)}}
+	h := &singleNodeHarness{clock: clocktest.NewFake()}
 	core, logs := observer.New(zapcore.InfoLevel)
 	h.logs = logs
 	h.tel = componenttest.NewTelemetry()
@@ -82,7 +79,7 @@ func newSingleNodeHarness(t *testing.T, configure func(*Config)) *singleNodeHarn
 		configure(cfg)
 	}
 	require.NoError(t, cfg.Validate())
-	h.factory = newRunFactory(fakeEnv{}.lookup, h.clock.now)
+	h.factory = newRunFactory(h.clock)
 	var err error
 	h.traces, err = h.factory.newProcessor(set, cfg, "traces")
 	require.NoError(t, err)
@@ -95,11 +92,20 @@ func newSingleNodeHarness(t *testing.T, configure func(*Config)) *singleNodeHarn
 	return h
 }
 
-// send runs one batch of resources through the traces or metrics processor
-// and returns the resulting resource attributes.
-func (h *singleNodeHarness) send(t *testing.T, signal string, resources ...map[string]any) []map[string]any {
+// sent is one batch on its way through a processor: the output resource
+// attributes and the error, once it returns.
+type sent struct {
+	done chan struct{}
+	out  []map[string]any
+	err  error
+}
+
+// start runs one batch of resources through the traces or metrics processor
+// on a goroutine of its own, with ctx, so that the test can move the clock
+// while single-node reconciliation holds it.
+func (h *singleNodeHarness) start(t *testing.T, ctx context.Context, signal string, resources ...map[string]any) *sent {
 	t.Helper()
-	var out []map[string]any
+	s := &sent{done: make(chan struct{})}
 	switch signal {
 	case "traces":
 		td := ptrace.NewTraces()
@@ -108,11 +114,13 @@ func (h *singleNodeHarness) send(t *testing.T, signal string, resources ...map[s
 			require.NoError(t, rs.Resource().Attributes().FromRaw(r))
 			rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("megatron.train_step")
 		}
-		_, err := h.traces.processTraces(t.Context(), td)
-		require.NoError(t, err)
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			out = append(out, td.ResourceSpans().At(i).Resource().Attributes().AsRaw())
-		}
+		go func() {
+			defer close(s.done)
+			_, s.err = h.traces.processTraces(ctx, td)
+			for i := 0; i < td.ResourceSpans().Len(); i++ {
+				s.out = append(s.out, td.ResourceSpans().At(i).Resource().Attributes().AsRaw())
+			}
+		}()
 	case "metrics":
 		md := pmetric.NewMetrics()
 		for _, r := range resources {
@@ -120,15 +128,70 @@ func (h *singleNodeHarness) send(t *testing.T, signal string, resources ...map[s
 			require.NoError(t, rm.Resource().Attributes().FromRaw(r))
 			rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(1)
 		}
-		_, err := h.metrics.processMetrics(t.Context(), md)
-		require.NoError(t, err)
-		for i := 0; i < md.ResourceMetrics().Len(); i++ {
-			out = append(out, md.ResourceMetrics().At(i).Resource().Attributes().AsRaw())
-		}
+		go func() {
+			defer close(s.done)
+			_, s.err = h.metrics.processMetrics(ctx, md)
+			for i := 0; i < md.ResourceMetrics().Len(); i++ {
+				s.out = append(s.out, md.ResourceMetrics().At(i).Resource().Attributes().AsRaw())
+			}
+		}()
 	default:
 		t.Fatalf("unknown signal %q", signal)
 	}
+	return s
+}
+
+// result waits for the batch to return; a batch still held after 10s
+// (real time) fails the test.
+func (s *sent) result(t *testing.T) ([]map[string]any, error) {
+	t.Helper()
+	select {
+	case <-s.done:
+		return s.out, s.err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch is still held")
+		return nil, nil
+	}
+}
+
+// returned reports whether the batch has returned.
+func (s *sent) returned() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// send runs one batch that is not held through the traces or metrics
+// processor and returns the resulting resource attributes.
+func (h *singleNodeHarness) send(t *testing.T, signal string, resources ...map[string]any) []map[string]any {
+	t.Helper()
+	out, err := h.start(t, t.Context(), signal, resources...).result(t)
+	require.NoError(t, err)
 	return out
+}
+
+// sendHeld runs one batch that single-node reconciliation holds: once it is
+// held, it moves the clock by d (the settle or the hold) and returns the
+// output of the released batch.
+func (h *singleNodeHarness) sendHeld(t *testing.T, d time.Duration, signal string, resources ...map[string]any) []map[string]any {
+	t.Helper()
+	s := h.start(t, t.Context(), signal, resources...)
+	h.waitHeld(t, 1)
+	require.False(t, s.returned(), "held until decided")
+	h.clock.Advance(d)
+	out, err := s.result(t)
+	require.NoError(t, err)
+	return out
+}
+
+// waitHeld waits until n requests are held.
+func (h *singleNodeHarness) waitHeld(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return h.state().heldRequests() >= n }, 10*time.Second, time.Millisecond,
+		"%d requests held", n)
 }
 
 func (h *singleNodeHarness) state() *singleNode { return h.traces.single }
@@ -198,12 +261,12 @@ func TestSingleNodeReconcilesOneTorchrunJob(t *testing.T) {
 			in = append(in, torchrunRank("dgx-07", 1, r, 8))
 		}
 		check(t, batch, h.send(t, "traces", in...))
-		h.clock.advance(13 * time.Second)
+		h.clock.Advance(13 * time.Second)
 	}
 
 	// Long after the window, on another signal, in reverse order: every
 	// rank keeps the id it was given, so its data is never split.
-	h.clock.advance(2 * time.Hour)
+	h.clock.Advance(2 * time.Hour)
 	var in []map[string]any
 	var ranks []int
 	for r := 7; r >= 0; r-- {
@@ -235,10 +298,13 @@ func TestSingleNodeRefusesCollidingJobs(t *testing.T) {
 		jobB = append(jobB, torchrunRank("dgx-07", 2, r, 8))
 	}
 
-	gotA := h.send(t, "traces", jobA...)
-	h.clock.advance(5 * time.Second)
+	// Job A is complete and held for single_node_settle, then merged; job B
+	// comes within single_node_hold of A's first rank, so they count as
+	// launched together.
+	gotA := h.sendHeld(t, defaultSingleNodeSettle, "traces", jobA...)
+	h.clock.Advance(3 * time.Second)
 	gotB := h.send(t, "traces", jobB...)
-	h.clock.advance(5 * time.Second)
+	h.clock.Advance(5 * time.Second)
 	againB := h.send(t, "traces", jobB...)
 
 	for r := range 8 {
@@ -272,7 +338,12 @@ func TestSingleNodeAdmitsNobodyAfterACollision(t *testing.T) {
 	h := newSingleNodeHarness(t, nil)
 	a0, b1, a1, a2, b2 := torchrunRank("dgx-07", 1, 0, 4), torchrunRank("dgx-07", 2, 1, 4),
 		torchrunRank("dgx-07", 1, 1, 4), torchrunRank("dgx-07", 1, 2, 4), torchrunRank("dgx-07", 2, 2, 4)
-	got := h.send(t, "traces", a0, b1, a1, a2, b2)
+	// a0 and b1 alone until single_node_hold expires (the residual case:
+	// two jobs whose first reports together do not fill one world size
+	// within the hold), so the launch is merged before a1 shows the
+	// collision.
+	got := h.sendHeld(t, defaultSingleNodeHold, "traces", a0, b1)
+	got = append(got, h.send(t, "traces", a1, a2, b2)...)
 	assert.Equal(t, a0, got[0])
 	assert.Equal(t, reconciledTo(b1, perProcessID(1, 0)), got[1], "no duplicate yet: indistinguishable from job 1's rank 1")
 	assert.Equal(t, a1, got[2], "rank 1 again: refused")
@@ -288,12 +359,12 @@ func TestSingleNodeWindow(t *testing.T) {
 	for r := range 7 {
 		early = append(early, torchrunRank("dgx-07", 1, r, 8))
 	}
-	h.send(t, "traces", early...)
+	h.sendHeld(t, defaultSingleNodeHold, "traces", early...)
 
-	h.clock.advance(31 * time.Second)
+	h.clock.Advance(31 * time.Second)
 	late := torchrunRank("dgx-07", 1, 7, 8)
 	assert.Equal(t, []map[string]any{late}, h.send(t, "traces", late), "first seen after the window: not merged")
-	h.clock.advance(time.Minute)
+	h.clock.Advance(time.Minute)
 	assert.Equal(t, []map[string]any{late}, h.send(t, "metrics", late), "and never afterwards")
 
 	warnings := h.warnings()
@@ -305,12 +376,12 @@ func TestSingleNodeWindow(t *testing.T) {
 
 	// The next job on this host: its rank 2 comes back with a new id, so it
 	// starts a new launch that the rest of the job joins.
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	next := []map[string]any{torchrunRank("dgx-07", 2, 2, 8)}
 	for _, r := range []int{5, 0, 7, 1, 6, 3, 4} {
 		next = append(next, torchrunRank("dgx-07", 2, r, 8))
 	}
-	got := h.send(t, "traces", next...)
+	got := h.sendHeld(t, defaultSingleNodeSettle, "traces", next...)
 	assert.Equal(t, next[0], got[0])
 	for i := 1; i < len(next); i++ {
 		assert.Equal(t, reconciledTo(next[i], perProcessID(2, 2)), got[i])
@@ -340,7 +411,7 @@ func TestSingleNodeKeepsJobsApart(t *testing.T) {
 			}
 		}
 	}
-	got := h.send(t, "traces", in...)
+	got := h.sendHeld(t, defaultSingleNodeSettle, "traces", in...)
 	runs := map[int]map[any]bool{}
 	for i, attrs := range got {
 		if runs[jobOf[i]] == nil {
@@ -367,7 +438,7 @@ func TestSingleNodeWorkerGroupsAreSeparateLaunches(t *testing.T) {
 			in = append(in, m)
 		}
 	}
-	got := h.send(t, "traces", in...)
+	got := h.sendHeld(t, defaultSingleNodeSettle, "traces", in...)
 	assert.Equal(t, in[0], got[0])
 	assert.Equal(t, reconciledTo(in[1], perProcessID(len("policy"), 0)), got[1])
 	assert.Equal(t, in[2], got[2])
@@ -458,7 +529,7 @@ func TestSingleNodeRefusals(t *testing.T) {
 				in = append(in, m)
 			}
 			assert.Equal(t, in, h.send(t, "traces", in...), "every id left as sent")
-			h.clock.advance(time.Minute)
+			h.clock.Advance(time.Minute)
 			assert.Equal(t, in, h.send(t, "traces", in...))
 
 			warnings := h.warnings()
@@ -470,7 +541,7 @@ func TestSingleNodeRefusals(t *testing.T) {
 			assert.Contains(t, ctx["fix"], "override: true (NEMO_RUN_OVERRIDE=true with the presets)")
 			h.assertUnreconciled(t, map[string]int64{tt.reason: 7})
 
-			h.clock.advance(warnRepeat)
+			h.clock.Advance(warnRepeat)
 			next := torchrunRank("dgx-07", 2, 1, 8)
 			tt.modify(next)
 			h.send(t, "traces", next)
@@ -495,17 +566,17 @@ func TestSingleNodeOff(t *testing.T) {
 func TestSingleNodeStateIsBounded(t *testing.T) {
 	t.Run("idle launches are forgotten", func(t *testing.T) {
 		h := newSingleNodeHarness(t, func(c *Config) { c.SingleNodeIdleTimeout = time.Hour })
-		h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-07", 1, 1, 2))
-		h.clock.advance(50 * time.Minute)
+		h.sendHeld(t, defaultSingleNodeSettle, "traces", torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-07", 1, 1, 2))
+		h.clock.Advance(50 * time.Minute)
 		h.send(t, "traces", torchrunRank("dgx-07", 1, 1, 2)) // keeps the launch alive
-		h.clock.advance(50 * time.Minute)
+		h.clock.Advance(50 * time.Minute)
 		h.send(t, "traces", torchrunRank("dgx-08", 2, 0, 2)) // sweeps
 		assert.Len(t, h.state().ids, 2, "rank 0 idle, rank 1 not, plus the new one")
 		assert.Len(t, h.state().launches, 2)
 		got := h.send(t, "metrics", torchrunRank("dgx-07", 1, 1, 2))
 		assert.Equal(t, perProcessID(1, 0), got[0]["nemo.run.id"], "a live member keeps its launch's id")
 
-		h.clock.advance(2 * time.Hour)
+		h.clock.Advance(2 * time.Hour)
 		h.send(t, "traces", torchrunRank("dgx-09", 3, 0, 2))
 		assert.Len(t, h.state().ids, 1)
 		assert.Len(t, h.state().launches, 1)
@@ -515,7 +586,7 @@ func TestSingleNodeStateIsBounded(t *testing.T) {
 		h.state().maxIDs = 16
 		for job := range 100 {
 			h.send(t, "traces", torchrunRank(fmt.Sprintf("host-%d", job), job, 0, 1))
-			h.clock.advance(time.Second)
+			h.clock.Advance(time.Second)
 		}
 		assert.LessOrEqual(t, len(h.state().ids), 16)
 		assert.LessOrEqual(t, len(h.state().launches), 16)
@@ -523,9 +594,9 @@ func TestSingleNodeStateIsBounded(t *testing.T) {
 	t.Run("a member forgotten under the bound gets its launch's id back", func(t *testing.T) {
 		h := newSingleNodeHarness(t, nil)
 		r0, r1 := torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-07", 1, 1, 2)
-		h.send(t, "traces", r0, r1)
+		h.sendHeld(t, defaultSingleNodeSettle, "traces", r0, r1)
 		delete(h.state().ids, perProcessID(1, 1))
-		h.clock.advance(time.Hour)
+		h.clock.Advance(time.Hour)
 		assert.Equal(t, []map[string]any{reconciledTo(r1, perProcessID(1, 0))}, h.send(t, "traces", r1))
 	})
 	t.Run("released with the last processor", func(t *testing.T) {
@@ -553,6 +624,8 @@ func TestSingleNodeConcurrentSignals(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { _, err := h.traces.processTraces(context.Background(), td); errs <- err }()
 	go func() { _, err := h.metrics.processMetrics(context.Background(), md); errs <- err }()
+	h.waitHeld(t, 2)
+	h.clock.Advance(defaultSingleNodeSettle)
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)
 
@@ -564,4 +637,269 @@ func TestSingleNodeConcurrentSignals(t *testing.T) {
 		ids[v.Str()] = true
 	}
 	assert.Len(t, ids, 1, "one run id across signals processed concurrently")
+}
+
+// sendInOrder sends each resource as a request of its own, in order, each
+// only once the one before has returned or is held, and returns the
+// requests.
+func (h *singleNodeHarness) sendInOrder(t *testing.T, resources []map[string]any) []*sent {
+	t.Helper()
+	var reqs []*sent
+	for _, r := range resources {
+		before := h.state().heldRequests()
+		s := h.start(t, t.Context(), "traces", r)
+		require.Eventually(t, func() bool { return s.returned() || h.state().heldRequests() > before }, 10*time.Second, time.Millisecond)
+		reqs = append(reqs, s)
+	}
+	return reqs
+}
+
+// results waits for every request and returns their single resources.
+func results(t *testing.T, reqs []*sent) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, s := range reqs {
+		got, err := s.result(t)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		out = append(out, got[0])
+	}
+	return out
+}
+
+func anyReturned(reqs []*sent) bool {
+	for _, s := range reqs {
+		if s.returned() {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSingleNodeHoldsRanksUntilTheLaunchSettles(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	order := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var in []map[string]any
+	for _, r := range order {
+		in = append(in, torchrunRank("dgx-07", 1, r, 8))
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	reqs := h.sendInOrder(t, in)
+
+	first, err := reqs[0].result(t)
+	require.NoError(t, err)
+	assert.Equal(t, in[0], first[0], "the first rank's id is its run id whatever the decision: never held")
+	assert.Equal(t, 7, h.state().heldRequests())
+
+	h.clock.Advance(defaultSingleNodeSettle - 200*time.Millisecond)
+	assert.False(t, anyReturned(reqs[1:]), "complete, but settle has not passed since the last new id")
+	h.clock.Advance(200 * time.Millisecond)
+	got := results(t, reqs)
+	jobID := perProcessID(1, order[0])
+	for i := 1; i < len(in); i++ {
+		assert.Equal(t, reconciledTo(in[i], jobID), got[i], "rank %d", order[i])
+	}
+	assert.Zero(t, h.state().heldRequests())
+	assert.Empty(t, h.warnings())
+	info := h.logs.FilterMessageSnippet("share the id of its first rank").All()
+	require.Len(t, info, 1)
+	assert.Equal(t, jobID, info[0].ContextMap()["run_id"])
+	h.assertNoUnreconciled(t)
+}
+
+// Two jobs of 8 ranks each started together on one host: whatever the order
+// of their first requests, none of their ids is merged, they are warned
+// about once and each id but the launch's first is counted.
+func TestSingleNodeNeverMergesConcurrentLaunches(t *testing.T) {
+	type rank struct{ job, rank int }
+	var a, b []rank
+	for r := range 8 {
+		a, b = append(a, rank{1, r}), append(b, rank{2, r})
+	}
+	orders := map[string][]rank{
+		// Today's merge: 8 distinct ranks, a complete world size, before
+		// the first duplicate.
+		"A0-A3 and B4-B7 first": slices.Concat(a[:4], b[4:], a[4:], b[:4]),
+		"B4-B7 and A0-A3 first": slices.Concat(b[4:], a[:4], b[:4], a[4:]),
+		"A complete, then B":    slices.Concat(a, b),
+		"alternating":           nil,
+		"one rank each, then the rest": slices.Concat(a[:1], b[1:2], a[2:3], b[3:4], a[4:5], b[5:6], a[6:7], b[7:],
+			b[:1], a[1:2], b[2:3], a[3:4], b[4:5], a[5:6], b[6:7], a[7:]),
+	}
+	for r := range 8 {
+		orders["alternating"] = append(orders["alternating"], a[r], b[r])
+	}
+	for seed := range uint64(12) {
+		o := slices.Concat(a, b)
+		rand.New(rand.NewPCG(seed, 99)).Shuffle(len(o), func(i, j int) { o[i], o[j] = o[j], o[i] })
+		orders[fmt.Sprintf("shuffled/%d", seed)] = o
+	}
+	for name, order := range orders {
+		t.Run(name, func(t *testing.T) {
+			h := newSingleNodeHarness(t, nil)
+			var in []map[string]any
+			for _, r := range order {
+				in = append(in, torchrunRank("dgx-07", r.job, r.rank, 8))
+			}
+			reqs := h.sendInOrder(t, in[:len(in)/2])
+			h.clock.Advance(300 * time.Millisecond) // the second job's first reports come a little later, within settle
+			reqs = append(reqs, h.sendInOrder(t, in[len(in)/2:])...)
+			got := results(t, reqs)
+			for i := range in {
+				assert.Equal(t, in[i], got[i], "job %d rank %d keeps its own id", order[i].job, order[i].rank)
+			}
+			assert.Zero(t, h.state().heldRequests())
+
+			// And so they stay, on any signal.
+			h.clock.Advance(time.Minute)
+			assert.Equal(t, in, h.send(t, "metrics", in...))
+
+			warnings := h.warnings()
+			require.Len(t, warnings, 1, "warned once")
+			assert.Contains(t, warnings[0].Message, "before their launch was decided")
+			ctx := warnings[0].ContextMap()
+			assert.Equal(t, "concurrent_launches", ctx["reason"])
+			assert.Equal(t, "dgx-07", ctx["host.name"])
+			assert.Contains(t, ctx["fix"], "NEMO_LENS_RUN_ID")
+			assert.Contains(t, ctx["fix"], "NEMO_RUN_OVERRIDE=true")
+			h.assertUnreconciled(t, map[string]int64{"concurrent_launches": 15})
+			assert.Empty(t, h.logs.FilterMessageSnippet("share the id of its first rank").All())
+		})
+	}
+}
+
+func TestSingleNodeMergesJobsLaunchedApart(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	var jobA, jobB []map[string]any
+	for r := range 8 {
+		jobA = append(jobA, torchrunRank("dgx-07", 1, r, 8))
+		jobB = append(jobB, torchrunRank("dgx-07", 2, 7-r, 8))
+	}
+	gotA := h.sendHeld(t, defaultSingleNodeSettle, "traces", jobA...)
+	h.clock.Advance(30 * time.Second)
+	gotB := h.sendHeld(t, defaultSingleNodeSettle, "traces", jobB...)
+	assert.Equal(t, jobA[0], gotA[0])
+	assert.Equal(t, jobB[0], gotB[0])
+	for i := 1; i < 8; i++ {
+		assert.Equal(t, reconciledTo(jobA[i], perProcessID(1, 0)), gotA[i])
+		assert.Equal(t, reconciledTo(jobB[i], perProcessID(2, 7)), gotB[i], "job B is a launch of its own: A was complete and is past its hold")
+	}
+	assert.Empty(t, h.warnings())
+	h.assertNoUnreconciled(t)
+	assert.Len(t, h.logs.FilterMessageSnippet("share the id of its first rank").All(), 2)
+}
+
+func TestSingleNodeReleasesAnIncompleteLaunchAtTheHold(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	var in []map[string]any
+	for _, r := range []int{0, 1, 2, 3, 4, 6, 7} { // rank 5 never reports
+		in = append(in, torchrunRank("dgx-07", 1, r, 8))
+	}
+	reqs := h.sendInOrder(t, in)
+	h.clock.Advance(defaultSingleNodeHold - 200*time.Millisecond)
+	assert.False(t, anyReturned(reqs[1:]), "held until single_node_hold")
+	h.clock.Advance(200 * time.Millisecond)
+	got := results(t, reqs)
+	assert.Equal(t, in[0], got[0])
+	for i := 1; i < len(in); i++ {
+		assert.Equal(t, reconciledTo(in[i], perProcessID(1, 0)), got[i])
+	}
+
+	// Rank 5, late but within the window, joins at once.
+	h.clock.Advance(10 * time.Second)
+	late := torchrunRank("dgx-07", 1, 5, 8)
+	assert.Equal(t, []map[string]any{reconciledTo(late, perProcessID(1, 0))}, h.send(t, "traces", late))
+	assert.Empty(t, h.warnings())
+}
+
+// One request with resources of two undecided launches waits for both.
+func TestSingleNodeRequestWaitsForEveryLaunchItTouches(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-08", 2, 0, 4))
+	s := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 2), torchrunRank("dgx-08", 2, 1, 4))
+	h.waitHeld(t, 1)
+	h.clock.Advance(defaultSingleNodeSettle)
+	assert.False(t, s.returned(), "dgx-07's launch is decided, dgx-08's is not")
+	h.clock.Advance(defaultSingleNodeHold - defaultSingleNodeSettle)
+	got, err := s.result(t)
+	require.NoError(t, err)
+	assert.Equal(t, perProcessID(1, 0), got[0]["nemo.run.id"])
+	assert.Equal(t, perProcessID(2, 0), got[1]["nemo.run.id"])
+}
+
+func TestSingleNodeHeldRequestHonoursItsContext(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	r0, r1 := torchrunRank("dgx-07", 1, 0, 4), torchrunRank("dgx-07", 1, 1, 4)
+	h.send(t, "traces", r0)
+	ctx, cancel := context.WithCancel(t.Context())
+	s := h.start(t, ctx, "traces", r1)
+	h.waitHeld(t, 1)
+	cancel()
+	_, err := s.result(t)
+	require.ErrorIs(t, err, context.Canceled, "the receiver answers the sender with a retryable error")
+	assert.Zero(t, h.state().heldRequests())
+
+	// The sender retries: its id is still part of the launch.
+	h.clock.Advance(time.Second)
+	got := h.sendHeld(t, defaultSingleNodeHold, "traces", r1)
+	assert.Equal(t, []map[string]any{reconciledTo(r1, perProcessID(1, 0))}, got)
+}
+
+func TestSingleNodeShutdownReleasesHeldRequests(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 4))
+	traces := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 4))
+	metrics := h.start(t, t.Context(), "metrics", torchrunRank("dgx-07", 1, 2, 4))
+	h.waitHeld(t, 2)
+
+	require.NoError(t, h.traces.shutdown(t.Context()))
+	_, err := traces.result(t)
+	require.ErrorIs(t, err, errShuttingDown, "refused, not passed on with an undecided id: the sender retries")
+	assert.False(t, metrics.returned(), "the metrics processor still runs")
+	require.NoError(t, h.metrics.shutdown(t.Context()))
+	_, err = metrics.result(t)
+	require.ErrorIs(t, err, errShuttingDown)
+}
+
+func TestSingleNodeBoundsHeldRequests(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	h.state().maxHeld = 1
+	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 4))
+	held := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 4))
+	h.waitHeld(t, 1)
+	_, err := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 2, 4)).result(t)
+	require.ErrorIs(t, err, errTooManyHeld, "refused, retryably")
+	h.clock.Advance(defaultSingleNodeHold)
+	_, err = held.result(t)
+	require.NoError(t, err)
+	got := h.send(t, "traces", torchrunRank("dgx-07", 1, 2, 4))
+	assert.Equal(t, perProcessID(1, 0), got[0]["nemo.run.id"], "the retry finds its launch decided")
+}
+
+// Only per-process ids without a job key wait: explicit and job-keyed ids
+// pass while a launch on the same host is held.
+func TestSingleNodeNeverHoldsOtherIDs(t *testing.T) {
+	h := newSingleNodeHarness(t, nil)
+	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 8))
+	held := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 8))
+	h.waitHeld(t, 1)
+
+	explicit := torchrunRank("dgx-07", 2, 1, 8)
+	explicit["nemo.run.id"] = "llama3-8b-sweep-4"
+	keyed := torchrunRank("dgx-07", 3, 1, 8)
+	keyed["slurm.job.id"] = "4242"
+	upstream := torchrunRank("dgx-07", 4, 1, 8)
+	upstream["nemo.run_id_source"] = "single_node"
+	for _, signal := range []string{"traces", "metrics"} {
+		got := h.send(t, signal, explicit, keyed, upstream)
+		assert.Equal(t, "llama3-8b-sweep-4", got[0]["nemo.run.id"])
+		assert.Equal(t, "4242", got[1]["nemo.run.id"])
+		assert.Equal(t, upstream, got[2])
+	}
+	assert.False(t, held.returned())
+	assert.Equal(t, 1, h.state().heldRequests())
+	h.clock.Advance(defaultSingleNodeHold)
+	_, err := held.result(t)
+	require.NoError(t, err)
 }

@@ -81,7 +81,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorNemoRunUnreconciledIds, err = builder.meter.Int64Counter(
 		"otelcol_processor_nemo_run_unreconciled_ids",
-		metric.WithDescription("Per-process run ids that no job key matched and that single-node reconciliation left as the sender minted them, by reason; counted once per id, when first seen (a warning says how to fix it). [Alpha]"),
+		metric.WithDescription("Per-process run ids that no job key matched and that single-node reconciliation left as the sender minted them, by reason; counted once per id, when it is decided (a warning says how to fix it). [Alpha]"),
 		metric.WithUnit("{id}"),
 	)
 	errs = errors.Join(errs, err)

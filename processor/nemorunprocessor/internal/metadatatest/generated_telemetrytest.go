@@ -72,7 +72,7 @@ func AssertEqualProcessorNemoRunResources(t *testing.T, tt *componenttest.Teleme
 func AssertEqualProcessorNemoRunUnreconciledIds(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_nemo_run_unreconciled_ids",
-		Description: "Per-process run ids that no job key matched and that single-node reconciliation left as the sender minted them, by reason; counted once per id, when first seen (a warning says how to fix it). [Alpha]",
+		Description: "Per-process run ids that no job key matched and that single-node reconciliation left as the sender minted them, by reason; counted once per id, when it is decided (a warning says how to fix it). [Alpha]",
 		Unit:        "{id}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
