@@ -64,6 +64,7 @@ FUZZ_TARGETS := \
 	./exporter/jsonlfileexporter:FuzzAppendJSONString \
 	./exporter/jsonlfileexporter:FuzzPathTemplateValue \
 	./exporter/weaveexporter:FuzzRenameConflicts \
+	./exporter/weaveexporter:FuzzRequestEncoding \
 	./internal/rankattr:FuzzParseString
 FUZZTIME ?= 20s
 

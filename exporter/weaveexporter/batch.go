@@ -1,34 +1,27 @@
 package weaveexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter"
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"strings"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-const (
-	attrEntity   = "wandb.entity"
-	attrProject  = "wandb.project"
-	attrRunID    = "wandb.wb_run_id"
-	attrService  = "service.name"
-	attrInstance = "service.instance.id"
-
-	// maxVarint32 bounds the size of a length prefix when packing requests.
-	maxVarint32 = 5
-)
-
-// projectKey is the Weave project a request is written to.
-type projectKey struct {
-	entity, project string
+// batch is one incoming ptrace.Traces regrouped into Weave requests.
+type batch struct {
+	td        ptrace.Traces
+	body      []byte // protobuf encoding of td
+	resources []encodedResource
+	spans     []encodedSpan
+	groups    []*projectGroup
+	refCount  int
+	// unchanged is true when every span is sent as it came, under its
+	// resource as it came, so a request holding all of them is body itself.
+	unchanged bool
+	dropped   droppedSpans
+	renamed   map[renamedKey]struct{}
+	runIDs    []runIDProblem
 }
-
-func (k projectKey) String() string { return k.entity + "/" + k.project }
 
 // What was changed in a span on its way to Weave, for the internal metrics.
 const (
@@ -67,52 +60,6 @@ type encodedResource struct {
 type projectGroup struct {
 	key  projectKey
 	refs []spanRef
-}
-
-// droppedSpans describes spans left out because no project could be found.
-type droppedSpans struct {
-	count    int
-	missing  string
-	service  string
-	instance string
-}
-
-// runIDProblem describes a resource whose spans could not be linked to a run.
-type runIDProblem struct {
-	spans   int
-	reason  string
-	service string
-}
-
-// batch is one incoming ptrace.Traces regrouped into Weave requests.
-type batch struct {
-	td        ptrace.Traces
-	body      []byte // protobuf encoding of td
-	resources []encodedResource
-	spans     []encodedSpan
-	groups    []*projectGroup
-	refCount  int
-	// unchanged is true when every span is sent as it came, under its
-	// resource as it came, so a request holding all of them is body itself.
-	unchanged bool
-	dropped   droppedSpans
-	renamed   map[renamedKey]struct{}
-	runIDs    []runIDProblem
-}
-
-// router turns an incoming batch into per-project Weave requests, applying
-// the entity/project defaults, run linking and key renames.
-type router struct {
-	entity, project string
-	runIDAttribute  string
-}
-
-// resourcePlan is what happens to one ResourceSpans.
-type resourcePlan struct {
-	key                   projectKey
-	addEntity, addProject bool
-	runIDField            []byte // encoded wandb.wb_run_id attribute, nil when not linking
-	runID                 string
 }
 
 // split regroups td. It never modifies td: changed resources and spans are
@@ -209,76 +156,6 @@ func (r *router) split(td ptrace.Traces) (*batch, error) {
 		b.refCount += len(g.refs)
 	}
 	return b, nil
-}
-
-// plan decides where the spans of rs go and what changes on the way. It
-// returns false when the resource has no entity or project: its spans are
-// recorded in b.dropped.
-func (r *router) plan(b *batch, rs ptrace.ResourceSpans) (resourcePlan, bool) {
-	attrs := rs.Resource().Attributes()
-	var p resourcePlan
-	entity, hasEntity := attrString(attrs.Get(attrEntity))
-	if !hasEntity && r.entity != "" {
-		entity, p.addEntity = r.entity, true
-	}
-	project, hasProject := attrString(attrs.Get(attrProject))
-	if !hasProject && r.project != "" {
-		project, p.addProject = r.project, true
-	}
-	if entity == "" || project == "" {
-		b.unchanged = false
-		if n := spanCount(rs); n > 0 {
-			var missing []string
-			if entity == "" {
-				missing = append(missing, attrEntity)
-			}
-			if project == "" {
-				missing = append(missing, attrProject)
-			}
-			b.dropped.count += n
-			b.dropped.missing = strings.Join(missing, " and ")
-			b.dropped.service, _ = attrString(attrs.Get(attrService))
-			b.dropped.instance, _ = attrString(attrs.Get(attrInstance))
-		}
-		return p, false
-	}
-	p.key = projectKey{entity: entity, project: project}
-	if r.runIDAttribute != "" {
-		id, present := attrString(attrs.Get(r.runIDAttribute))
-		switch {
-		case !present:
-			b.runIDs = append(b.runIDs, r.runIDProblem(rs, "the resource has no (or an empty) "+r.runIDAttribute+" attribute"))
-		case strings.ContainsAny(id, "/:"):
-			b.runIDs = append(b.runIDs, r.runIDProblem(rs, fmt.Sprintf("%s=%q is not a bare W&B run id (it contains / or :)", r.runIDAttribute, id)))
-		default:
-			p.runID = id
-			p.runIDField = stringAttributeField(attrRunID, id)
-		}
-	}
-	return p, true
-}
-
-func (r *router) runIDProblem(rs ptrace.ResourceSpans, reason string) runIDProblem {
-	service, _ := attrString(rs.Resource().Attributes().Get(attrService))
-	return runIDProblem{spans: spanCount(rs), reason: reason, service: service}
-}
-
-// attrString returns an attribute's value as a string, and whether it is
-// present and not empty.
-func attrString(v pcommon.Value, ok bool) (string, bool) {
-	if !ok {
-		return "", false
-	}
-	s := v.AsString()
-	return s, s != ""
-}
-
-func spanCount(rs ptrace.ResourceSpans) int {
-	n := 0
-	for j := 0; j < rs.ScopeSpans().Len(); j++ {
-		n += rs.ScopeSpans().At(j).Spans().Len()
-	}
-	return n
 }
 
 // encodeResource fills out with the encoded header and scopes of rs, whose
@@ -412,181 +289,8 @@ func (b *batch) noteRename(k renamedKey) {
 	b.renamed[k] = struct{}{}
 }
 
-// request is one HTTP request's worth of spans, all in one project.
-type request struct {
-	key   projectKey
-	refs  []spanRef
-	whole bool // refs are all of batch.body, unchanged
-}
-
-// requests packs every group into requests of at most limit bytes (a
-// single span bigger than limit travels alone).
-func (b *batch) requests(limit int) []request {
-	if b.unchanged && len(b.groups) == 1 && len(b.body) <= limit {
-		return []request{{key: b.groups[0].key, refs: b.groups[0].refs, whole: true}}
-	}
-	var out []request
-	for _, g := range b.groups {
-		for _, refs := range b.pack(g.refs, limit) {
-			out = append(out, request{key: g.key, refs: refs})
-		}
-	}
-	return out
-}
-
-// pack cuts refs into runs whose encoding is at most limit bytes. Length
-// prefixes are counted at their largest, so the bound always holds.
-func (b *batch) pack(refs []spanRef, limit int) [][]spanRef {
-	var out [][]spanRef
-	start, size := 0, 0
-	curRS, curSS := int32(-1), int32(-1)
-	for i, ref := range refs {
-		cost := lenFieldSize(b.span(ref).size())
-		wrap := 0
-		if ref.rs != curRS {
-			wrap += b.resourceOverhead(ref)
-		}
-		if ref.rs != curRS || ref.ss != curSS {
-			wrap += b.scopeOverhead(ref)
-		}
-		if i > start && size+wrap+cost > limit {
-			out = append(out, refs[start:i])
-			start, size = i, 0
-			wrap = b.resourceOverhead(ref) + b.scopeOverhead(ref)
-		}
-		size += wrap + cost
-		curRS, curSS = ref.rs, ref.ss
-	}
-	if start < len(refs) {
-		out = append(out, refs[start:])
-	}
-	return out
-}
-
 func (b *batch) span(ref spanRef) encodedSpan {
 	return b.spans[b.resources[ref.rs].scopes[ref.ss].first+int(ref.span)]
-}
-
-func (b *batch) resourceOverhead(ref spanRef) int {
-	return 1 + maxVarint32 + len(b.resources[ref.rs].header)
-}
-
-func (b *batch) scopeOverhead(ref spanRef) int {
-	return 1 + maxVarint32 + len(b.resources[ref.rs].scopes[ref.ss].header)
-}
-
-// stream returns the ExportTraceServiceRequest holding req.refs, which must
-// be in batch order, as a stream read straight from the batch (no copy of
-// the request is assembled), and its size.
-func (b *batch) stream(req request) (io.Reader, int) {
-	if req.whole {
-		return bytes.NewReader(b.body), len(b.body)
-	}
-	// Each length prefix precedes its content: measure every resource and
-	// scope run first.
-	refs := req.refs
-	sizes := make([]int, 0, 8)
-	total := 0
-	for i := 0; i < len(refs); {
-		rs := refs[i].rs
-		res := &b.resources[rs]
-		at := len(sizes)
-		sizes = append(sizes, 0)
-		rsSize := len(res.header)
-		for i < len(refs) && refs[i].rs == rs {
-			ss := refs[i].ss
-			ssAt := len(sizes)
-			sizes = append(sizes, 0)
-			ssSize := len(res.scopes[ss].header)
-			for ; i < len(refs) && refs[i].rs == rs && refs[i].ss == ss; i++ {
-				ssSize += lenFieldSize(b.span(refs[i]).size())
-			}
-			sizes[ssAt] = ssSize
-			rsSize += lenFieldSize(ssSize)
-		}
-		sizes[at] = rsSize
-		total += lenFieldSize(rsSize)
-	}
-	return &requestStream{b: b, refs: refs, sizes: sizes}, total
-}
-
-// encode returns the whole encoding of req.
-func (b *batch) encode(req request) []byte {
-	r, size := b.stream(req)
-	out := make([]byte, size)
-	_, _ = io.ReadFull(r, out)
-	return out
-}
-
-// requestStream reads an encoded request piece by piece: the length-prefixed
-// resource and scope headers and the spans, in refs order.
-type requestStream struct {
-	b     *batch
-	refs  []spanRef
-	sizes []int // resource and scope body sizes, in the order they open
-	i     int   // next ref to queue
-	next  int   // next entry of sizes
-
-	pieces [7][]byte // queued for the current ref
-	n, at  int       // pieces queued, next piece
-	prefix [3][1 + binary.MaxVarintLen32]byte
-}
-
-func (s *requestStream) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		if s.at < s.n {
-			c := copy(p[n:], s.pieces[s.at])
-			n += c
-			s.pieces[s.at] = s.pieces[s.at][c:]
-			if len(s.pieces[s.at]) == 0 {
-				s.at++
-			}
-			continue
-		}
-		if s.i == len(s.refs) {
-			if n == 0 {
-				return 0, io.EOF
-			}
-			return n, nil
-		}
-		s.queue()
-	}
-	return n, nil
-}
-
-// queue lines up the pieces of the next ref: the headers of the resource
-// and scope it opens, if any, then the span.
-func (s *requestStream) queue() {
-	ref := s.refs[s.i]
-	res := &s.b.resources[ref.rs]
-	s.n, s.at = 0, 0
-	newResource := s.i == 0 || s.refs[s.i-1].rs != ref.rs
-	if newResource {
-		s.push(appendLenPrefix(s.prefix[0][:0], fieldResourceSpans, s.sizes[s.next]), res.header)
-		s.next++
-	}
-	if newResource || s.refs[s.i-1].ss != ref.ss {
-		s.push(appendLenPrefix(s.prefix[1][:0], fieldScopeSpans, s.sizes[s.next]), res.scopes[ref.ss].header)
-		s.next++
-	}
-	span := s.b.span(ref)
-	s.push(appendLenPrefix(s.prefix[2][:0], fieldSpans, span.size()), span.body, span.extra)
-	s.i++
-}
-
-func (s *requestStream) push(pieces ...[]byte) {
-	for _, p := range pieces {
-		if len(p) > 0 {
-			s.pieces[s.n] = p
-			s.n++
-		}
-	}
-}
-
-func appendLenPrefix(b []byte, num protowire.Number, n int) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendVarint(b, uint64(n))
 }
 
 // tracesOf copies the spans refs point at, with their resource and scope,

@@ -38,15 +38,24 @@ const (
 	AuthModeBasic AuthMode = "basic"
 )
 
-// UnmarshalText refuses unknown modes while the configuration is read.
-func (m *AuthMode) UnmarshalText(text []byte) error {
-	switch mode := AuthMode(text); mode {
+// Validate refuses unknown modes.
+func (m AuthMode) Validate() error {
+	switch m {
 	case AuthModeHeader, AuthModeBasic:
-		*m = mode
 		return nil
 	default:
-		return fmt.Errorf("auth_mode must be header or basic, got %q", string(text))
+		return fmt.Errorf("auth_mode must be header or basic, got %q", string(m))
 	}
+}
+
+// UnmarshalText refuses unknown modes while the configuration is read.
+func (m *AuthMode) UnmarshalText(text []byte) error {
+	mode := AuthMode(text)
+	if err := mode.Validate(); err != nil {
+		return err
+	}
+	*m = mode
+	return nil
 }
 
 // Deployment says which kind of W&B deployment receives the traces.
@@ -60,15 +69,33 @@ const (
 	DeploymentDedicated Deployment = "dedicated"
 )
 
-// UnmarshalText refuses unknown deployments while the configuration is read.
-func (d *Deployment) UnmarshalText(text []byte) error {
-	switch dep := Deployment(text); dep {
-	case DeploymentMultiTenant, DeploymentDedicated:
-		*d = dep
+// Validate refuses unknown deployments. Empty, as a Config built in code may
+// leave it, means multi_tenant.
+func (d Deployment) Validate() error {
+	switch d {
+	case DeploymentMultiTenant, DeploymentDedicated, "":
 		return nil
 	default:
-		return fmt.Errorf("deployment must be multi_tenant or dedicated, got %q", string(text))
+		return d.unknown()
 	}
+}
+
+// UnmarshalText refuses unknown deployments while the configuration is read,
+// and an empty one too: there it is a setting left blank.
+func (d *Deployment) UnmarshalText(text []byte) error {
+	dep := Deployment(text)
+	if dep == "" {
+		return dep.unknown()
+	}
+	if err := dep.Validate(); err != nil {
+		return err
+	}
+	*d = dep
+	return nil
+}
+
+func (d Deployment) unknown() error {
+	return fmt.Errorf("deployment must be multi_tenant or dedicated, got %q", string(d))
 }
 
 // Config defines the configuration of the weave exporter.
@@ -122,12 +149,12 @@ func (cfg *Config) Validate() error {
 	} else if strings.ContainsFunc(string(cfg.APIKey), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		errs = append(errs, errors.New("api_key contains whitespace or control characters (a trailing newline from a secret file?); the key is not shown"))
 	}
-	switch cfg.AuthMode {
-	case AuthModeHeader, AuthModeBasic:
-	default:
-		errs = append(errs, fmt.Errorf("auth_mode must be header or basic, got %q", cfg.AuthMode))
+	if err := cfg.AuthMode.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if _, err := cfg.tracesURL(); err != nil {
+	if err := cfg.Deployment.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if _, err := cfg.tracesURL(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := checkName("entity", cfg.Entity); err != nil {
@@ -184,7 +211,7 @@ func (cfg *Config) tracesURL() (string, error) {
 		}
 		return "https://" + cfg.Host + dedicatedPath, nil
 	default:
-		return "", fmt.Errorf("deployment must be multi_tenant or dedicated, got %q", cfg.Deployment)
+		return "", cfg.Deployment.unknown()
 	}
 }
 

@@ -125,7 +125,7 @@ type pushState struct {
 func (e *weaveExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
 	b, err := e.router.split(td)
 	if err != nil {
-		return consumererror.NewPermanent(fmt.Errorf("weave: cannot regroup the batch by project: %w", err))
+		return consumererror.NewPermanent(fmt.Errorf("cannot regroup the batch by project: %w", err))
 	}
 	e.report(ctx, b)
 

@@ -1,14 +1,17 @@
 package weaveexporter
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap/zapcore"
 )
 
 func TestConflictRenames(t *testing.T) {
@@ -180,4 +183,103 @@ func TestSpanConflicts(t *testing.T) {
 	assert.Equal(t, []renamedKey{{where: "link", keyRename: keyRename{"p", "p._value"}}}, renameSpanConflicts(inLink))
 	assert.False(t, spanHasConflict(inEvent, ""))
 	assert.False(t, spanHasConflict(inLink, ""))
+}
+
+// mapsOf returns every attribute map Weave nests in a request.
+func mapsOf(td ptrace.Traces) []pcommon.Map {
+	var out []pcommon.Map
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		rs := td.ResourceSpans().At(i)
+		out = append(out, rs.Resource().Attributes())
+		forEachSpan(rs, func(s ptrace.Span) {
+			out = append(out, s.Attributes())
+			for j := 0; j < s.Events().Len(); j++ {
+				out = append(out, s.Events().At(j).Attributes())
+			}
+			for j := 0; j < s.Links().Len(); j++ {
+				out = append(out, s.Links().At(j).Attributes())
+			}
+		})
+	}
+	return out
+}
+
+func TestDottedKeyConflictsAreRenamed(t *testing.T) {
+	f := newFakeWeave(t, AuthModeHeader, nil)
+	h := newHarness(t)
+	exp := h.startTraces(t, testConfig(f))
+
+	b := newTraceBuilder()
+	slurm := project("acme", "llm")
+	slurm["slurm.job.id"] = "4242"
+	slurm["slurm.job.id.raw"] = "4242_7"
+	rs := b.resource(slurm, "r", 1)
+	ss := rs.ScopeSpans().At(0)
+	b.span(ss, "span-conflict").Attributes().PutStr("megatron", "x") // vs megatron.iteration
+	ev := b.span(ss, "event-conflict").Events().AppendEmpty()
+	ev.SetName("checkpoint")
+	ev.Attributes().PutStr("ckpt", "/ckpt/1")
+	ev.Attributes().PutInt("ckpt.bytes", 1<<30)
+	lk := b.span(ss, "link-conflict").Links().AppendEmpty()
+	lk.Attributes().PutStr("peer", "rank0")
+	lk.Attributes().PutStr("peer.stage", "pp1")
+
+	clean := b.resource(project("acme", "llm"), "clean", 1)
+	b.span(clean.ScopeSpans().At(0), "clean-conflict").Attributes().PutStr("megatron.loss.scaled", "y") // vs megatron.loss
+	td := readOnly(b.td)
+	before := encoded(t, td)
+
+	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	reqs := f.received()
+	require.Len(t, reqs, 1)
+	got := reqs[0].traces
+	for _, m := range mapsOf(got) {
+		keys := []string{}
+		for k := range m.All() {
+			keys = append(keys, k)
+		}
+		assert.False(t, keysConflict(keys), "Weave could not nest %v", keys)
+	}
+	res := got.ResourceSpans().At(0).Resource().Attributes().AsRaw()
+	assert.Equal(t, "4242", res["slurm.job.id._value"])
+	assert.Equal(t, "4242_7", res["slurm.job.id.raw"])
+	assert.NotContains(t, res, "slurm.job.id")
+	assert.Equal(t, "x", spanNamed(t, got, "span-conflict").Attributes().AsRaw()["megatron._value"])
+	assert.Equal(t, map[string]any{"ckpt._value": "/ckpt/1", "ckpt.bytes": int64(1 << 30)}, spanNamed(t, got, "event-conflict").Events().At(0).Attributes().AsRaw())
+	assert.Equal(t, map[string]any{"peer._value": "rank0", "peer.stage": "pp1"}, spanNamed(t, got, "link-conflict").Links().At(0).Attributes().AsRaw())
+	cleanSpan := spanNamed(t, got, "clean-conflict").Attributes().AsRaw()
+	assert.Equal(t, 2.25, cleanSpan["megatron.loss._value"])
+	assert.Equal(t, "y", cleanSpan["megatron.loss.scaled"])
+	// Untouched spans keep their attributes exactly.
+	assert.Equal(t, map[string]any{"megatron.iteration": int64(1), "megatron.loss": 2.25}, spanNamed(t, got, "r-0").Attributes().AsRaw())
+	assert.Equal(t, map[string]any{"megatron.iteration": int64(5), "megatron.loss": 2.25}, spanNamed(t, got, "clean-0").Attributes().AsRaw())
+
+	assert.Equal(t, before, encoded(t, td), "the incoming batch must not change")
+	// The 4 spans under the slurm resource, and clean-conflict.
+	assert.Equal(t, int64(5), h.counter(t, metricRenamed))
+	var renames []string
+	for _, e := range h.logged(zapcore.InfoLevel) {
+		if strings.HasPrefix(e.Message, "Renamed an attribute key") {
+			m := e.ContextMap()
+			renames = append(renames, m["attributes"].(string)+":"+m["from"].(string)+"->"+m["to"].(string))
+		}
+	}
+	assert.ElementsMatch(t, []string{
+		"resource:slurm.job.id->slurm.job.id._value",
+		"span:megatron->megatron._value",
+		"event:ckpt->ckpt._value",
+		"link:peer->peer._value",
+		"span:megatron.loss->megatron.loss._value",
+	}, renames)
+
+	// The same renames in a later batch are counted, not logged again.
+	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	assert.Equal(t, int64(10), h.counter(t, metricRenamed))
+	again := 0
+	for _, e := range h.logged(zapcore.InfoLevel) {
+		if strings.HasPrefix(e.Message, "Renamed an attribute key") {
+			again++
+		}
+	}
+	assert.Equal(t, 5, again)
 }

@@ -86,6 +86,11 @@ func appendLenField(b []byte, num protowire.Number, payload ...[]byte) []byte {
 	return b
 }
 
+func appendLenPrefix(b []byte, num protowire.Number, n int) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
+}
+
 // stringAttributeField encodes `attributes` entry key=value of a Span, ready
 // to be appended to an encoded Span: a repeated field may appear anywhere in
 // a message, and a parser appends it to the others.
