@@ -189,7 +189,7 @@ func (c *stepsConnector) Shutdown(ctx context.Context) error {
 	var t tally
 	err := c.send(ctx, c.drain(&t), &t)
 	c.tel.record(ctx, &t)
-	c.tel.tb.Shutdown()
+	c.tel.shutdown()
 	if err != nil {
 		return fmt.Errorf("nemo_steps: send step metrics at shutdown: %w", err)
 	}
@@ -222,7 +222,7 @@ func (c *stepsConnector) send(ctx context.Context, batches []batch, t *tally) er
 	for _, b := range batches {
 		if err := c.next.ConsumeMetrics(ctx, b.md); err != nil {
 			t.sendFailed += int64(b.points)
-			c.logger.Error("nemo_steps: the next consumer refused step metrics", zap.Int("data_points", b.points), zap.Error(err))
+			c.logger.Error("the next consumer refused step metrics", zap.Int("data_points", b.points), zap.Error(err))
 			errs = append(errs, err)
 			continue
 		}

@@ -112,3 +112,7 @@ func (t *telemetry) record(ctx context.Context, n *tally) {
 		t.tb.ConnectorNemoStepsSendFailed.Add(ctx, n.sendFailed)
 	}
 }
+
+func (t *telemetry) shutdown() {
+	t.tb.Shutdown()
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,18 @@ const (
 
 var strategies = []Strategy{StrategySingleRank, StrategyAllRanks, StrategySampled, StrategyFirstRankPerNode, StrategyRanks}
 
+// Validate reports a strategy this processor does not know.
+func (s Strategy) Validate() error {
+	if slices.Contains(strategies, s) {
+		return nil
+	}
+	names := make([]string, len(strategies))
+	for i, known := range strategies {
+		names[i] = string(known)
+	}
+	return fmt.Errorf("strategy must be one of %s, got %q", strings.Join(names, ", "), s)
+}
+
 // MissingRankAction says what happens to a resource the strategy cannot place.
 type MissingRankAction string
 
@@ -42,6 +55,16 @@ const (
 	// MissingRankDrop drops resources without a usable rank.
 	MissingRankDrop MissingRankAction = "drop"
 )
+
+// Validate reports an action other than keep and drop.
+func (a MissingRankAction) Validate() error {
+	switch a {
+	case MissingRankKeep, MissingRankDrop:
+		return nil
+	default:
+		return fmt.Errorf("on_missing_rank must be keep or drop, got %q", a)
+	}
+}
 
 // Config configures the rank_strategy processor.
 type Config struct {
@@ -252,10 +275,7 @@ var _ component.Config = (*Config)(nil)
 
 // Validate checks the configuration; errors name the offending key.
 func (cfg *Config) Validate() error {
-	var errs []error
-	if !isStrategy(cfg.Strategy) {
-		errs = append(errs, fmt.Errorf("strategy must be one of %s, got %q", strategyList(), cfg.Strategy))
-	}
+	errs := []error{cfg.Strategy.Validate()}
 	if cfg.ExportRank < -1 {
 		errs = append(errs, fmt.Errorf("export_rank must be -1 (last rank) or a rank >= 0, got %d", cfg.ExportRank))
 	}
@@ -278,30 +298,11 @@ func (cfg *Config) Validate() error {
 		validateKeys("local_rank_keys", cfg.LocalRankKeys, needLocalRank),
 		validateKeys("group_keys", cfg.GroupKeys, false),
 	)
-	if cfg.OnMissingRank != MissingRankKeep && cfg.OnMissingRank != MissingRankDrop {
-		errs = append(errs, fmt.Errorf("on_missing_rank must be keep or drop, got %q", cfg.OnMissingRank))
-	}
+	errs = append(errs, cfg.OnMissingRank.Validate())
 	if _, err := parseSeverity(cfg.KeepLogSeverity); err != nil {
 		errs = append(errs, fmt.Errorf("keep_log_severity: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func isStrategy(s Strategy) bool {
-	for _, known := range strategies {
-		if s == known {
-			return true
-		}
-	}
-	return false
-}
-
-func strategyList() string {
-	names := make([]string, len(strategies))
-	for i, s := range strategies {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
 }
 
 func validateKeys(name string, keys []string, required bool) error {

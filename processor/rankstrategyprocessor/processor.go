@@ -13,11 +13,9 @@ import (
 	"go.opentelemetry.io/collector/pipeline"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 )
 
 const (
@@ -31,32 +29,12 @@ const (
 	truncatedKey = "nemo.span.truncated"
 )
 
-// tally counts the items of one batch (or one straggler tick) by outcome and
-// reason, so that the internal metrics are recorded once per batch rather
-// than per resource.
-type tally struct {
-	kept, dropped [numReasons]int64
-
-	// Straggler buffer: the change in spans held, and its counters.
-	held           int64
-	stepsDecided   int64
-	stragglersKept int64
-	earlyDecisions int64
-	lateSpans      int64
-	cacheHits      int64
-	sendFailed     int64
-	ranksMissing   int64
-}
-
 // rankStrategyProcessor filters one signal's batches by rank.
 type rankStrategyProcessor struct {
 	selector       *rankSelector
 	keepErrors     bool
 	minLogSeverity plog.SeverityNumber
-	telemetry      *metadata.TelemetryBuilder
-	// reasonAttrs are the metric attributes (signal, reason), built once and
-	// passed as ready slices so that recording does not allocate.
-	reasonAttrs [numReasons][]metric.AddOption
+	telemetry      *rankStrategyTelemetry
 	// stragglers is the step-level straggler buffer (traces, when the
 	// stragglers block is enabled and the strategy drops ranks), nil
 	// otherwise.
@@ -72,23 +50,16 @@ func newRankStrategyProcessor(set processor.Settings, cfg *Config, signal pipeli
 	if err != nil {
 		return nil, fmt.Errorf("rank_strategy: keep_log_severity: %w", err)
 	}
-	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	tel, err := newRankStrategyTelemetry(set.TelemetrySettings, signal)
 	if err != nil {
-		return nil, fmt.Errorf("rank_strategy: create internal metrics: %w", err)
+		return nil, fmt.Errorf("rank_strategy: %w", err)
 	}
-	p := &rankStrategyProcessor{
+	return &rankStrategyProcessor{
 		selector:       selector,
 		keepErrors:     cfg.KeepErrors,
 		minLogSeverity: minSeverity,
-		telemetry:      tb,
-	}
-	for r := range numReasons {
-		p.reasonAttrs[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
-			attribute.String("otel.signal", signal.String()),
-			attribute.String("reason", r.String()),
-		))}
-	}
-	return p, nil
+		telemetry:      tel,
+	}, nil
 }
 
 // enableStragglers attaches the straggler buffer to a traces processor. Kept
@@ -98,12 +69,13 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 	if sc == nil {
 		return nil
 	}
-	b, err := newStragglerBuffer(sc, cfg.RankKeys, cfg.WorldSizeKeys, p.selector, clk, set.Logger, next, p.record)
+	b, err := newStragglerBuffer(sc, cfg.RankKeys, cfg.WorldSizeKeys, p.selector, clk, set.Logger, next, p.telemetry.record)
 	if err != nil {
 		return fmt.Errorf("rank_strategy: %w", err)
 	}
 	if cfg.Strategy == StrategyAllRanks {
-		set.Logger.Warn("rank_strategy: stragglers is enabled but strategy all_ranks drops no rank, so there is nothing to hold")
+		set.Logger.Warn("stragglers is enabled but strategy all_ranks drops no rank, so there is nothing to hold",
+			zap.String("fix", "remove the stragglers block, or choose a strategy that drops ranks"))
 		return nil
 	}
 	p.stragglers = b
@@ -122,35 +94,8 @@ func (p *rankStrategyProcessor) shutdown(ctx context.Context) error {
 	if p.stragglers != nil {
 		err = p.stragglers.shutdown(ctx)
 	}
-	p.telemetry.Shutdown()
+	p.telemetry.shutdown()
 	return err
-}
-
-func (p *rankStrategyProcessor) record(ctx context.Context, t *tally) {
-	for r := range numReasons {
-		if n := t.kept[r]; n > 0 {
-			p.telemetry.ProcessorRankStrategyItemsKept.Add(ctx, n, p.reasonAttrs[r]...)
-		}
-		if n := t.dropped[r]; n > 0 {
-			p.telemetry.ProcessorRankStrategyItemsDropped.Add(ctx, n, p.reasonAttrs[r]...)
-		}
-	}
-	if t.held != 0 {
-		p.telemetry.ProcessorRankStrategyStragglersSpansHeld.Add(ctx, t.held)
-	}
-	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersStepsDecided, t.stepsDecided)
-	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersKept, t.stragglersKept)
-	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersEarlyDecisions, t.earlyDecisions)
-	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersLateSpans, t.lateSpans)
-	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersDecisionCacheHits, t.cacheHits)
-	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersSendFailed, t.sendFailed)
-	addIfAny(ctx, p.telemetry.ProcessorRankStrategyStragglersRanksMissing, t.ranksMissing)
-}
-
-func addIfAny(ctx context.Context, c metric.Int64Counter, n int64) {
-	if n > 0 {
-		c.Add(ctx, n)
-	}
 }
 
 func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
@@ -177,7 +122,7 @@ func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Tra
 		t.dropped[v.reason] += int64(countSpans(rs))
 		return true
 	})
-	p.record(ctx, &t)
+	p.telemetry.record(ctx, &t)
 	if td.ResourceSpans().Len() == 0 {
 		return td, processorhelper.ErrSkipProcessingData
 	}
@@ -197,7 +142,7 @@ func (p *rankStrategyProcessor) processMetrics(ctx context.Context, md pmetric.M
 		t.dropped[v.reason] += int64(countDataPoints(rm))
 		return true
 	})
-	p.record(ctx, &t)
+	p.telemetry.record(ctx, &t)
 	if md.ResourceMetrics().Len() == 0 {
 		return md, processorhelper.ErrSkipProcessingData
 	}
@@ -218,7 +163,7 @@ func (p *rankStrategyProcessor) processLogs(ctx context.Context, ld plog.Logs) (
 		t.dropped[v.reason] += int64(countLogRecords(rl))
 		return true
 	})
-	p.record(ctx, &t)
+	p.telemetry.record(ctx, &t)
 	if ld.ResourceLogs().Len() == 0 {
 		return ld, processorhelper.ErrSkipProcessingData
 	}

@@ -181,8 +181,9 @@ func TestMissingWorldSizeWarnsOnce(t *testing.T) {
 	}
 	warnings := h.logged.FilterMessageSnippet("export_rank is -1").All()
 	require.Len(t, warnings, 1, "one warning for the traces pipeline, not one per batch")
-	assert.Contains(t, warnings[0].Message, "nv.dl.world_size or dl.world_size")
-	assert.Contains(t, warnings[0].Message, "on_missing_rank=keep")
+	fields := warnings[0].ContextMap()
+	assert.Equal(t, []any{"nv.dl.world_size", "dl.world_size"}, fields["world_size_keys"])
+	assert.Equal(t, "keep", fields["on_missing_rank"])
 	// Kept per on_missing_rank=keep.
 	assert.Len(t, spanNames(h.tsink.AllTraces()), 10)
 }

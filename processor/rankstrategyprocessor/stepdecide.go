@@ -167,10 +167,10 @@ func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	}
 	if cause != decidedEarly && st.reported == 1 && !b.warnedLoneRank {
 		b.warnedLoneRank = true
-		b.logger.Warn("rank_strategy: stragglers: a step was decided having seen a single rank, which is never a straggler. "+
-			"Ranks are compared only within their run and group (group_keys): if every rank carries its own run id "+
-			"(NeMo Lens mints one per process unless NEMO_LENS_RUN_ID, MEGATRON_OTEL_RUN_ID or SLURM_JOB_ID is set), no rank is ever compared with another. "+
-			"Also check that this collector receives every rank of the run. Logged once.",
-			zap.Int64("iteration", st.key.iteration))
+		b.logger.Warn("a step was decided having seen a single rank, which is never a straggler; logged once",
+			zap.Int64("iteration", st.key.iteration),
+			zap.String("fix", "ranks are compared only within their run and group (group_keys): if every rank carries its own run id "+
+				"(NeMo Lens mints one per process unless NEMO_LENS_RUN_ID, MEGATRON_OTEL_RUN_ID or SLURM_JOB_ID is set), no rank is ever compared with another; "+
+				"set one run id for every rank of the run, and check that this collector receives every rank of the run"))
 	}
 }

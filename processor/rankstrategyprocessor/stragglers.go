@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -167,7 +166,7 @@ func (b *stragglerBuffer) send(ctx context.Context, td ptrace.Traces, n int, t *
 	}
 	if err := b.next.ConsumeTraces(ctx, td); err != nil {
 		t.sendFailed += int64(n)
-		b.logger.Error("rank_strategy: the next consumer refused kept straggler spans", zap.Int("spans", n), zap.Error(err))
+		b.logger.Error("the next consumer refused kept straggler spans", zap.Int("spans", n), zap.Error(err))
 		return err
 	}
 	return nil
@@ -189,9 +188,12 @@ func (b *stragglerBuffer) decideDue(t *tally) (ptrace.Traces, int) {
 	}
 	if expired := b.expirePending(now-b.wait, t); expired > 0 && !b.stepSeen && !b.warnedNoStep {
 		b.warnedNoStep = true
-		b.logger.Warn(fmt.Sprintf("rank_strategy: stragglers: no span named %s with a usable %q attribute has come from any rank yet, so the spans of dropped ranks are held for decision_wait and then dropped. "+
-			"Check stragglers::step_span_names and stragglers::iteration_attribute. Logged once.", quotedList(b.stepNames), b.iterKey),
-			zap.Int("dropped_spans", expired))
+		b.logger.Warn("no span named in stragglers::step_span_names with a usable stragglers::iteration_attribute has come from any rank yet, "+
+			"so the spans of dropped ranks are held for decision_wait and then dropped; logged once",
+			zap.Strings("step_span_names", b.stepNames),
+			zap.String("iteration_attribute", b.iterKey),
+			zap.Int("dropped_spans", expired),
+			zap.String("fix", "check stragglers::step_span_names and stragglers::iteration_attribute"))
 	}
 	if now-b.spanSteps.started >= b.wait {
 		b.spanSteps.rotate(now, len(b.spanSteps.cur))
@@ -200,14 +202,6 @@ func (b *stragglerBuffer) decideDue(t *tally) (ptrace.Traces, int) {
 	td, n := b.out.take()
 	t.held -= int64(n)
 	return td, n
-}
-
-func quotedList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, " or ")
 }
 
 func (b *stragglerBuffer) drain(t *tally) (ptrace.Traces, int) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -242,17 +241,20 @@ func (s *rankSelector) warnMissingWorldSize() {
 		if s.dropMissing {
 			action = MissingRankDrop
 		}
-		s.logger.Warn(fmt.Sprintf("rank_strategy: export_rank is -1 (the last rank, world size - 1) but a resource has no usable world-size attribute (%s) and no world size is known for its run and group (%s); "+
-			"such resources are handled by on_missing_rank=%s and counted with reason missing_world_size. Set %s on every rank, or set export_rank. Logged once.",
-			strings.Join(s.worldSizeKeys, " or "), strings.Join(s.groupKeys, ", "), action, s.worldSizeKeys[0]),
-			zap.Strings("world_size_keys", s.worldSizeKeys))
+		s.logger.Warn("export_rank is -1 (the last rank, world size - 1) but a resource has no usable world-size attribute (world_size_keys) "+
+			"and no world size is known for its run and group (group_keys); such resources are handled by on_missing_rank "+
+			"and counted with reason missing_world_size; logged once",
+			zap.Strings("world_size_keys", s.worldSizeKeys),
+			zap.Strings("group_keys", s.groupKeys),
+			zap.String("on_missing_rank", string(action)),
+			zap.String("fix", "set one of world_size_keys on every rank, or set export_rank"))
 	}
 }
 
 func (s *rankSelector) warnInvalid(key string, attrs pcommon.Map) {
 	if s.warnedInvalidValue.CompareAndSwap(false, true) {
 		v, _ := attrs.Get(key)
-		s.logger.Warn("rank_strategy: a resource's rank attribute is not a non-negative integer; such resources are treated as having no rank (on_missing_rank) and counted with reason invalid_rank. Logged once.",
+		s.logger.Warn("a resource's rank attribute is not a non-negative integer; such resources are treated as having no rank (on_missing_rank) and counted with reason invalid_rank; logged once",
 			zap.String("attribute", key),
 			zap.String("value", v.AsString()))
 	}

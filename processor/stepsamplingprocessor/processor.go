@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
-	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 
 // maxRememberedRanks bounds the ranks whose recent steps are remembered
@@ -62,9 +60,9 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("step_sampling: %w", err)
 	}
-	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	tel, err := newTelemetry(set.TelemetrySettings)
 	if err != nil {
-		return nil, fmt.Errorf("step_sampling: create internal metrics: %w", err)
+		return nil, fmt.Errorf("step_sampling: %w", err)
 	}
 	return &stepSamplingProcessor{
 		keepAll: cfg.keepsAll(),
@@ -83,7 +81,7 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 		epoch:     clk.Now(),
 		logger:    set.Logger,
 		next:      next,
-		telemetry: newTelemetry(tb),
+		telemetry: tel,
 		timeline:  stepbusy.NewTimeline[rankKey](maxRememberedRanks),
 		memory:    newExceptionMemory(maxRememberedRanks),
 		held:      newHeldStore(),
@@ -149,11 +147,14 @@ func (p *stepSamplingProcessor) tick(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	if warn {
-		p.logger.Warn(fmt.Sprintf("step_sampling: no span named %s with a usable %q attribute has come yet, so spans are held for decision_wait and then passed on undecided. "+
-			"Check step_span_names and iteration_attribute. Logged once.", quotedList(p.stepNames), p.iterKey),
-			zap.Int64("spans", t.undecided[causeWaitExpired]))
+		p.logger.Warn("no span named in step_span_names with a usable iteration_attribute has come yet, "+
+			"so spans are held for decision_wait and then passed on undecided; logged once",
+			zap.Strings("step_span_names", p.stepNames),
+			zap.String("iteration_attribute", p.iterKey),
+			zap.Int64("spans", t.undecided[causeWaitExpired]),
+			zap.String("fix", "check step_span_names and iteration_attribute"))
 	}
-	_ = p.send(ctx, td, "decision_wait ended")
+	_ = p.send(ctx, td, causeWaitExpired)
 	p.telemetry.record(ctx, &t)
 }
 
@@ -171,31 +172,24 @@ func (p *stepSamplingProcessor) shutdown(ctx context.Context) error {
 		t.held -= n
 	}
 	p.mu.Unlock()
-	err := p.send(ctx, td, "shutdown")
+	err := p.send(ctx, td, causeShutdown)
 	p.telemetry.record(ctx, &t)
-	p.telemetry.tb.Shutdown()
+	p.telemetry.shutdown()
 	if err != nil {
 		return fmt.Errorf("step_sampling: pass on held spans at shutdown: %w", err)
 	}
 	return nil
 }
 
-func (p *stepSamplingProcessor) send(ctx context.Context, td ptrace.Traces, why string) error {
+// send passes on held spans undecided, for the reason cause.
+func (p *stepSamplingProcessor) send(ctx context.Context, td ptrace.Traces, cause undecidedCause) error {
 	if td.ResourceSpans().Len() == 0 {
 		return nil
 	}
 	if err := p.next.ConsumeTraces(ctx, td); err != nil {
-		p.logger.Error("step_sampling: the next consumer refused held spans passed on undecided ("+why+")",
-			zap.Int("spans", td.SpanCount()), zap.Error(err))
+		p.logger.Error("the next consumer refused held spans passed on undecided",
+			zap.String("cause", cause.String()), zap.Int("spans", td.SpanCount()), zap.Error(err))
 		return err
 	}
 	return nil
-}
-
-func quotedList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, " or ")
 }

@@ -2,7 +2,9 @@ package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/proce
 
 import (
 	"context"
+	"fmt"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -76,7 +78,11 @@ type telemetry struct {
 	causeAttrs  [numCauses][]metric.AddOption
 }
 
-func newTelemetry(tb *metadata.TelemetryBuilder) *telemetry {
+func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
+	tb, err := metadata.NewTelemetryBuilder(set)
+	if err != nil {
+		return nil, fmt.Errorf("create internal metrics: %w", err)
+	}
 	tm := &telemetry{tb: tb}
 	for r := range numReasons {
 		tm.reasonAttrs[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))}
@@ -84,7 +90,7 @@ func newTelemetry(tb *metadata.TelemetryBuilder) *telemetry {
 	for c := range numCauses {
 		tm.causeAttrs[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", c.String())))}
 	}
-	return tm
+	return tm, nil
 }
 
 func (tm *telemetry) record(ctx context.Context, t *tally) {
@@ -104,4 +110,8 @@ func (tm *telemetry) record(ctx context.Context, t *tally) {
 			tm.tb.ProcessorStepSamplingSpansUndecided.Add(ctx, n, tm.causeAttrs[c]...)
 		}
 	}
+}
+
+func (tm *telemetry) shutdown() {
+	tm.tb.Shutdown()
 }
