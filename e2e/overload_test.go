@@ -80,7 +80,7 @@ func TestOverloadIsRefusedRetryablyAndRecovers(t *testing.T) {
 	env["OVERLOAD_SPIKE_MIB"] = strconv.Itoa(spikeMiB)
 	// The Go runtime's soft limit at memory_limiter's limit keeps the heap from
 	// growing to twice the live data between collections (the collector's
-	// documented setting; see README "Operating").
+	// documented setting; see docs/operating.md).
 	env["GOMEMLIMIT"] = strconv.Itoa(limitMiB) + "MiB"
 	config := filepath.Join(testcollector.RepoRoot(t), "e2e", "testdata", "overload.yaml")
 	c := testcollector.Start(t, config, testcollector.Options{Env: env})
