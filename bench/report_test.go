@@ -405,8 +405,6 @@ func goals(byName map[string]scenarioResult) [][2]string {
 	ratioGoal("durable default preset, all_ranks, saturation: at least 0.8x the stock file exporter's spans/s", "preset_all_ranks", "file_1000_ranks", "saturation", "rate", 0.8)
 	ratioGoal("durable default preset, all_ranks, saturation: CPU per span at most 1.0x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "saturation", "cpu", 1)
 	ratioGoal("durable default preset, all_ranks, saturation: peak RSS at most 1.5x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "saturation", "rss", 1.5)
-	ratioGoal("durable preset, all_ranks, zstd: CPU per span at most 1.0x the stock file exporter, 100k/s", "preset_all_ranks_zstd", "file_1000_ranks", "100k/s", "cpu", 1)
-	ratioGoal("durable preset, all_ranks, zstd: at least 0.8x the stock file exporter's spans/s at saturation", "preset_all_ranks_zstd", "file_1000_ranks", "saturation", "rate", 0.8)
 	if p, ok := get("preset_all_ranks", "100k/s"); ok {
 		verdict := "met"
 		if p.LatencyP99Ms >= 250 {

@@ -139,11 +139,11 @@ func scenarioList() []scenario {
 		// its fast mode, against the stock file exporter on the same load.
 		{name: "file_1000_ranks", what: "OTLP -> batch -> stock `file` (json), 1,000 ranks", config: "bench/configs/file.yaml",
 			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
-		{name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write), 1,000 ranks", config: "configs/file.yaml",
+		{name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write; zstd, its default), 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
-		{name: "preset_all_ranks_zstd", what: "configs/file.yaml with all_ranks and NEMO_JSONL_COMPRESSION=zstd (durable), 1,000 ranks", config: "configs/file.yaml",
-			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_JSONL_COMPRESSION": "zstd"}, requires: []string{"rank_strategy", "jsonl_file"},
+		{name: "preset_all_ranks_plain", what: "configs/file.yaml with all_ranks and NEMO_JSONL_COMPRESSION=none (durable, plain .jsonl), 1,000 ranks", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_JSONL_COMPRESSION": "none"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
 		// Every rank, 1% of the steps (step_sampling), against every step.
 		{name: "preset_all_ranks_steps_1pct", what: "configs/file.yaml with all_ranks and NEMO_STEP_SAMPLE_RATE=0.01, 1,000 ranks", config: "configs/file.yaml",
