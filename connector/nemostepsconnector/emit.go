@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 )
 
 // The per-rank step gauges.
@@ -111,7 +112,7 @@ func (w *pointWriter) resource(service string, group []label) *resourceMetrics {
 	rm := w.md.ResourceMetrics().AppendEmpty()
 	attrs := rm.Resource().Attributes()
 	if service != "" {
-		attrs.PutStr(serviceNameKey, service)
+		attrs.PutStr(attrkey.ServiceName, service)
 	}
 	putLabels(attrs, group)
 	sm := rm.ScopeMetrics().AppendEmpty()

@@ -6,12 +6,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
-)
-
-const (
-	serviceNameKey = "service.name"
-	hostNameKey    = "host.name"
 )
 
 // rankKey identifies a rank within its run and group; stepKey a step.
@@ -126,7 +122,7 @@ func (id identity) labelsFor(prev *rankLabels, attrs pcommon.Map, rank int64) *r
 		return prev
 	}
 	l := &rankLabels{group: make([]label, 0, len(id.groupKeys)), node: make([]label, 0, 3)}
-	if v, ok := attrs.Get(serviceNameKey); ok {
+	if v, ok := attrs.Get(attrkey.ServiceName); ok {
 		l.service = v.AsString()
 	}
 	for _, k := range id.groupKeys {
@@ -135,8 +131,8 @@ func (id identity) labelsFor(prev *rankLabels, attrs pcommon.Map, rank int64) *r
 		}
 	}
 	l.node = append(l.node, label{key: id.rankKeys[0], num: rank, isNum: true})
-	if v, ok := attrs.Get(hostNameKey); ok {
-		l.node = append(l.node, labelOf(hostNameKey, v))
+	if v, ok := attrs.Get(attrkey.HostName); ok {
+		l.node = append(l.node, labelOf(attrkey.HostName, v))
 	}
 	if local, _, status := rankattr.Lookup(attrs, id.localRankKeys); status == rankattr.Valid {
 		l.node = append(l.node, label{key: id.localRankKeys[0], num: local, isNum: true})
@@ -145,7 +141,7 @@ func (id identity) labelsFor(prev *rankLabels, attrs pcommon.Map, rank int64) *r
 }
 
 func (id identity) matches(l *rankLabels, attrs pcommon.Map, rank int64) bool {
-	if v, ok := attrs.Get(serviceNameKey); (ok && v.AsString() != l.service) || (!ok && l.service != "") {
+	if v, ok := attrs.Get(attrkey.ServiceName); (ok && v.AsString() != l.service) || (!ok && l.service != "") {
 		return false
 	}
 	i := 0
@@ -164,8 +160,8 @@ func (id identity) matches(l *rankLabels, attrs pcommon.Map, rank int64) bool {
 	if n := l.node[0]; n.num != rank {
 		return false
 	}
-	if v, ok := attrs.Get(hostNameKey); ok {
-		if len(l.node) <= want || l.node[want].key != hostNameKey || !l.node[want].equal(v) {
+	if v, ok := attrs.Get(attrkey.HostName); ok {
+		if len(l.node) <= want || l.node[want].key != attrkey.HostName || !l.node[want].equal(v) {
 			return false
 		}
 		want++

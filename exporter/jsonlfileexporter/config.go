@@ -15,12 +15,27 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 )
 
-// Compression values accepted by the `compression` key.
+// Compression says how whole files are compressed (the `compression` key).
+type Compression string
+
+// Compression values accepted by the `compression` key. They are untyped:
+// the file writer and the repair of existing files also use them to name a
+// file's codec.
 const (
 	compressionNone = "none"
 	compressionGzip = "gzip"
 	compressionZstd = "zstd"
 )
+
+// Validate reports a compression other than none (or empty), gzip and zstd.
+func (c Compression) Validate() error {
+	switch c {
+	case "", compressionNone, compressionGzip, compressionZstd:
+		return nil
+	default:
+		return fmt.Errorf("compression must be one of none, gzip, zstd, got %q", string(c))
+	}
+}
 
 // Config is the configuration of the jsonl_file exporter.
 type Config struct {
@@ -63,7 +78,7 @@ type Config struct {
 	// Compression compresses whole files: "none" (default), "gzip" (readable
 	// with zcat) or "zstd" (readable with zstdcat). The file name gets ".gz" or
 	// ".zst" appended unless it already ends with it.
-	Compression string `mapstructure:"compression"`
+	Compression Compression `mapstructure:"compression"`
 
 	// FlushInterval is how long written records may wait in memory before
 	// they reach the file. 0 writes every batch before acknowledging it.
@@ -165,10 +180,8 @@ func (cfg *Config) Validate() error {
 	if _, err := parseFilePermissions(cfg.FilePermissions); err != nil {
 		errs = append(errs, err)
 	}
-	switch cfg.Compression {
-	case "", compressionNone, compressionGzip, compressionZstd:
-	default:
-		errs = append(errs, fmt.Errorf("compression must be one of none, gzip, zstd, got %q", cfg.Compression))
+	if err := cfg.Compression.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.FlushInterval < 0 {
 		errs = append(errs, fmt.Errorf("flush_interval must not be negative, got %s", cfg.FlushInterval))

@@ -47,7 +47,7 @@ func TestKill9Child(t *testing.T) {
 		t.Skip("helper process of TestKill9LeavesOnlyCompleteLines")
 	}
 	cfg := testConfig(dir)
-	cfg.Compression = os.Getenv(childCompressionEnv)
+	cfg.Compression = Compression(os.Getenv(childCompressionEnv))
 	cfg.FlushInterval = 0 // acknowledged means written
 	te := startExporters(t, cfg, nopSettings())
 	acked := 0
@@ -105,7 +105,7 @@ func TestKill9LeavesOnlyCompleteLines(t *testing.T) {
 
 			// The next run starts cleanly on the same files.
 			cfg := testConfig(dir)
-			cfg.Compression = compression
+			cfg.Compression = Compression(compression)
 			te := startExporters(t, cfg, nopSettings())
 			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
 			te.shutdown()

@@ -17,6 +17,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/ratelog"
 )
 
 const (
@@ -54,7 +56,7 @@ func newFileWriterSettings(cfg *Config) (fileWriterSettings, error) {
 	if err != nil {
 		return fileWriterSettings{}, err
 	}
-	compression := cfg.Compression
+	compression := string(cfg.Compression)
 	if compression == compressionNone {
 		compression = ""
 	}
@@ -102,8 +104,8 @@ type fileWriter struct {
 	compressed bytes.Buffer
 	closed     bool
 	paths      recentPaths
-	// lastOverflowLog rate-limits the warning about max_distinct_paths.
-	lastOverflowLog time.Time
+	// overflowLog rate-limits the warning about max_distinct_paths.
+	overflowLog ratelog.Limiter[struct{}]
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -148,11 +150,13 @@ func newFileWriter(set fileWriterSettings, logger *zap.Logger) (*fileWriter, err
 		set:    set,
 		logger: logger,
 		now:    time.Now,
-		files:  make(map[string]*outFile),
-		seen:   make(map[string]bool),
-		paths:  newRecentPaths(set.maxPaths),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		// One warning a minute says as much as one a batch.
+		overflowLog: ratelog.Limiter[struct{}]{Every: time.Minute},
+		files:       make(map[string]*outFile),
+		seen:        make(map[string]bool),
+		paths:       newRecentPaths(set.maxPaths),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	switch set.compression {
 	case compressionGzip:
@@ -231,12 +235,11 @@ func (w *fileWriter) write(rel, overflow string, data []byte, records int, tel *
 	}
 	if now := w.now(); !w.paths.admit(rel, now) {
 		tel.overflowed(records)
-		if now.Sub(w.lastOverflowLog) >= time.Minute {
-			w.lastOverflowLog = now
-			w.logger.Warn("More distinct files than max_distinct_paths within an hour: writing the records of new paths to the overflow file. "+
-				"If these are real runs, raise max_distinct_paths; if a sender invents run ids, fix the sender",
+		if w.overflowLog.Allow(struct{}{}, now) {
+			w.logger.Warn("More distinct files than max_distinct_paths within an hour: writing the records of new paths to the overflow file",
 				zap.Int("max_distinct_paths", w.set.maxPaths), zap.String("path", w.fileName(rel)),
-				zap.String("overflow_file", w.fileName(overflow)))
+				zap.String("overflow_file", w.fileName(overflow)),
+				zap.String("fix", "if these are real runs, raise max_distinct_paths; if a sender invents run ids, fix the sender"))
 		}
 		rel = overflow
 	}

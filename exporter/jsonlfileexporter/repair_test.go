@@ -130,7 +130,7 @@ func TestReopenRemovesCutCompressedTail(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, raw[:ends[1]-4], 0o640))
 
 			cfg := testConfig(dir)
-			cfg.Compression = tc.codec
+			cfg.Compression = Compression(tc.codec)
 			cfg.FlushInterval = 0
 			te := startExporters(t, cfg, nopSettings())
 			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
@@ -148,7 +148,7 @@ func TestReopenRemovesCutCompressedTail(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, foreign, 0o640))
 
 			cfg := testConfig(dir)
-			cfg.Compression = tc.codec
+			cfg.Compression = Compression(tc.codec)
 			cfg.FlushInterval = 0
 			te := startExporters(t, cfg, nopSettings())
 			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))

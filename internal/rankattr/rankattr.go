@@ -11,20 +11,22 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 )
 
 // Default attribute keys, newest spelling first: the first key present wins.
 var (
-	DefaultRankKeys      = []string{"nv.dl.rank", "dl.rank"}
-	DefaultWorldSizeKeys = []string{"nv.dl.world_size", "dl.world_size"}
-	DefaultLocalRankKeys = []string{"nv.dl.local_rank", "dl.local_rank"}
+	DefaultRankKeys      = []string{attrkey.DLRank, attrkey.LegacyDLRank}
+	DefaultWorldSizeKeys = []string{attrkey.DLWorldSize, attrkey.LegacyDLWorldSize}
+	DefaultLocalRankKeys = []string{attrkey.DLLocalRank, attrkey.LegacyDLLocalRank}
 )
 
 // DefaultGroupKeys are the resource attributes that identify a run and, in
 // NeMo-RL, the worker group within which ranks are numbered: rank numbers are
 // only meaningful within one group. Like the keys above, callers clone it
 // before keeping it.
-var DefaultGroupKeys = []string{"nemo.run.id", "rl.worker_group"}
+var DefaultGroupKeys = []string{attrkey.RunID, attrkey.WorkerGroup}
 
 // Status says what Lookup found.
 type Status int

@@ -1,5 +1,7 @@
 package stepbusy
 
+import "github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+
 // Defaults of the step settings (step_span_names, iteration_attribute,
 // wait_spans) that rank_strategy's stragglers block, the nemo_steps connector
 // and step_sampling share, so that they all find the same steps in the same
@@ -8,12 +10,12 @@ package stepbusy
 
 // DefaultIterationAttribute is the step span attribute holding Megatron-LM's
 // iteration number.
-const DefaultIterationAttribute = "megatron.iteration"
+const DefaultIterationAttribute = attrkey.MegatronIteration
 
 // DefaultStepSpanNames are Megatron-LM's per-iteration spans in its first
 // and its newer span taxonomy.
 func DefaultStepSpanNames() []string {
-	return []string{"megatron.train_step", "megatron.train.iteration"}
+	return []string{attrkey.MegatronTrainStep, attrkey.MegatronTrainIteration}
 }
 
 // DefaultWaitSpans are Megatron-LM's communication spans in which a rank

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 )
 
 // Config configures the nemo_run processor.
@@ -165,9 +167,9 @@ func (cfg *Config) Validate() error {
 func createDefaultConfig() component.Config {
 	return &Config{
 		JobKeys: [][]string{
-			{"slurm.job.id"},
-			{"nv.dl.job.uuid"},
-			{"k8s.namespace.name", "k8s.job.name"},
+			{attrkey.SlurmJobID},
+			{attrkey.DLJobUUID},
+			{attrkey.K8sNamespaceName, attrkey.K8sJobName},
 		},
 		PerProcessIDPattern:   `^[0-9a-f]{12}$`,
 		ReconcileSingleNode:   true,

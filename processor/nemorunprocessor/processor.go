@@ -16,25 +16,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
-)
-
-// Resource attributes this processor reads and writes. Every written key is
-// chosen so that it is neither a dotted prefix of another key a rank sends nor
-// has one (Weave expands dotted keys into nested objects and rejects a span
-// carrying both `k` and `k.x`): hence `nemo.original_run_id` and
-// `nemo.run_id_source`, never `nemo.run.id.<x>`.
-const (
-	attrRunID         = "nemo.run.id"
-	attrOriginalRunID = "nemo.original_run_id"
-	attrRunIDSource   = "nemo.run_id_source"
-	attrRank          = "nemo.rank"
-	attrWorldSize     = "nemo.world_size"
-	attrLocalRank     = "nemo.local_rank"
-	attrWandbEntity   = "wandb.entity"
-	attrWandbProject  = "wandb.project"
 )
 
 // Values of nemo.run_id_source. It is written only when this processor set
@@ -47,10 +32,16 @@ const (
 	sourceSingleNode = "single_node"
 )
 
+// writtenKeys are the resource attributes this processor writes. Every written key is
+// chosen so that it is neither a dotted prefix of another key a rank sends nor
+// has one (Weave expands dotted keys into nested objects and rejects a span
+// carrying both `k` and `k.x`): hence `nemo.original_run_id` and
+// `nemo.run_id_source`, never `nemo.run.id.<x>`. The names are in
+// internal/attrkey.
 var writtenKeys = []string{
-	attrRunID, attrOriginalRunID, attrRunIDSource,
-	attrRank, attrWorldSize, attrLocalRank,
-	attrWandbEntity, attrWandbProject,
+	attrkey.RunID, attrkey.OriginalRunID, attrkey.RunIDSource,
+	attrkey.Rank, attrkey.WorldSize, attrkey.LocalRank,
+	attrkey.WandbEntity, attrkey.WandbProject,
 }
 
 func isWrittenKey(key string) bool {
@@ -95,7 +86,7 @@ const (
 var (
 	rankFieldNames = [numRankFields]string{"rank", "world_size", "local_rank"}
 	rankFieldKeys  = [numRankFields][]string{rankattr.DefaultRankKeys, rankattr.DefaultWorldSizeKeys, rankattr.DefaultLocalRankKeys}
-	canonicalKeys  = [numRankFields]string{attrRank, attrWorldSize, attrLocalRank}
+	canonicalKeys  = [numRankFields]string{attrkey.Rank, attrkey.WorldSize, attrkey.LocalRank}
 )
 
 // tally counts what one batch did; it is flushed to the internal metrics once
@@ -349,8 +340,8 @@ func (p *runProcessor) awaitDecisions(ctx context.Context, held []heldResource, 
 func (p *runProcessor) processResource(attrs pcommon.Map, t *tally) *launch {
 	t.resources++
 	p.checkRanks(attrs, t)
-	insertIfMissing(attrs, attrWandbEntity, p.wandbEntity)
-	insertIfMissing(attrs, attrWandbProject, p.wandbProject)
+	insertIfMissing(attrs, attrkey.WandbEntity, p.wandbEntity)
+	insertIfMissing(attrs, attrkey.WandbProject, p.wandbProject)
 	return p.assignAndCount(attrs, t)
 }
 

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
@@ -99,7 +100,7 @@ var benchCases = []benchCase{
 func (bc benchCase) resource(b *testing.B, rank int) map[string]any {
 	raw := lensResource(bc.runID, rank)
 	if bc.derived {
-		raw[attrRunID] = derivedRunID(b, resourceAttrs(b, raw), []string{"k8s.namespace.name", "k8s.job.name"})
+		raw[attrkey.RunID] = derivedRunID(b, resourceAttrs(b, raw), []string{"k8s.namespace.name", "k8s.job.name"})
 	}
 	for _, k := range bc.drop {
 		delete(raw, k)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadatatest"
@@ -412,7 +413,7 @@ func TestGarbageNeverPanics(t *testing.T) {
 		}
 		var tl tally
 		assert.NotPanics(t, func() { p.processResource(attrs, &tl) }, v.Type().String())
-		id, _ := attrs.Get(attrRunID)
+		id, _ := attrs.Get(attrkey.RunID)
 		assert.Equal(t, pcommon.ValueTypeStr, id.Type())
 		assert.NotEmpty(t, id.Str())
 	}

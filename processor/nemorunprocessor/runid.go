@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 )
 
 // derivedHashBytes is how much of the SHA-256 a multi-key job id keeps: 6
@@ -31,7 +33,7 @@ const derivedHashBytes = 6
 //
 // It does not allocate when the sender's id is kept.
 func (p *runProcessor) assignRunID(attrs pcommon.Map, t *tally) outcome {
-	raw, present := attrs.Get(attrRunID)
+	raw, present := attrs.Get(attrkey.RunID)
 	sender, usable := "", false
 	if present {
 		sender, usable = senderRunID(raw)
@@ -133,14 +135,14 @@ func replaceRunID(attrs pcommon.Map, raw pcommon.Value, present bool, id, source
 		original := raw.AsString()
 		raw.SetStr(id)
 		if strings.TrimSpace(original) != "" {
-			if saved, existed := attrs.GetOrPutEmpty(attrOriginalRunID); !existed {
+			if saved, existed := attrs.GetOrPutEmpty(attrkey.OriginalRunID); !existed {
 				saved.SetStr(original)
 			}
 		}
 	} else {
-		attrs.PutStr(attrRunID, id)
+		attrs.PutStr(attrkey.RunID, id)
 	}
-	attrs.PutStr(attrRunIDSource, source)
+	attrs.PutStr(attrkey.RunIDSource, source)
 }
 
 // maxJobKeys bounds the keys of one job_keys set, so that a match and its

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
@@ -341,15 +342,15 @@ func TestAssignRunIDPrecedence(t *testing.T) {
 
 			assert.Equal(t, outcomeNames[tt.wantOutcome], outcomeNames[got])
 			want := maps.Clone(tt.in)
-			want[attrRunID] = tt.wantID
+			want[attrkey.RunID] = tt.wantID
 			if tt.wantSource != "" {
-				want[attrRunIDSource] = tt.wantSource
+				want[attrkey.RunIDSource] = tt.wantSource
 			}
 			if tt.wantOriginal != "" {
-				want[attrOriginalRunID] = tt.wantOriginal
+				want[attrkey.OriginalRunID] = tt.wantOriginal
 			}
 			assert.Equal(t, want, attrs.AsRaw(), "only the run id attributes change")
-			v, _ := attrs.Get(attrRunID)
+			v, _ := attrs.Get(attrkey.RunID)
 			assert.Equal(t, pcommon.ValueTypeStr, v.Type())
 		})
 	}
@@ -443,7 +444,7 @@ func TestDerivedRunIDIsDeterministicAcrossCollectors(t *testing.T) {
 			}
 			for _, attrs := range resources {
 				job, _ := attrs.Get("k8s.job.name")
-				id, _ := attrs.Get(attrRunID)
+				id, _ := attrs.Get(attrkey.RunID)
 				if seen[job.Str()] == nil {
 					seen[job.Str()] = map[string]bool{}
 				}

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/ratelog"
 )
 
 // Single-node reconciliation (README "Bare torchrun"): ranks that sent a
@@ -55,12 +56,6 @@ const (
 	warnRepeat = time.Hour
 )
 
-const (
-	attrHostName    = "host.name"
-	attrServiceName = "service.name"
-	attrWorkerGroup = "rl.worker_group"
-)
-
 // unreconciledReason says why a per-process id without a job key kept its
 // own value.
 type unreconciledReason int
@@ -84,88 +79,6 @@ var (
 	errShuttingDown = errors.New("nemo_run is shutting down before the single-node launch of this request was decided; retry")
 	errTooManyHeld  = fmt.Errorf("nemo_run already holds %d requests of undecided single-node launches; retry", maxHeldRequests)
 )
-
-// reconcileSingleNode handles a per-process sender id with no job key. Only
-// this path takes a lock; explicit ids and job-keyed resources never get here.
-// It returns outcomeHeld, with t.held set, when the id's launch is not decided
-// yet: the resource must wait for it and then be assigned again.
-func (p *runProcessor) reconcileSingleNode(attrs pcommon.Map, raw pcommon.Value, sender string, t *tally) outcome {
-	if p.single == nil {
-		normaliseSenderRunID(raw, sender)
-		return outcomeKept
-	}
-	if _, upstream := attrs.Get(attrRunIDSource); upstream {
-		// An upstream nemo_run already chose this id.
-		normaliseSenderRunID(raw, sender)
-		return outcomeKept
-	}
-	v := p.single.decide(sender, attrs)
-	if v.pending != nil {
-		t.held = v.pending
-		return outcomeHeld
-	}
-	t.unreconciled[v.counted]++
-	if v.warn {
-		p.logRefusal(v.refusal)
-	}
-	if v.joined != nil {
-		p.logger.Info("Per-process run ids of one single-node launch share the id of its first rank",
-			zap.String("run_id", v.joined.id), zap.String("host.name", v.joined.key.host),
-			zap.String("service.name", v.joined.key.service), zap.Int64("world_size", v.joined.key.worldSize),
-			zap.Duration("single_node_window", p.single.window),
-			zap.String("note", "the id is chosen by this collector: other collectors, or this one after a restart, may choose another; "+singleNodeFix))
-	}
-	if v.runID == sender {
-		normaliseSenderRunID(raw, sender)
-		return outcomeKept
-	}
-	replaceRunID(attrs, raw, true, v.runID, sourceSingleNode)
-	return outcomeReconciled
-}
-
-// singleNodeFix is how a user gives all ranks of a job one id.
-const singleNodeFix = "to give every rank of a job one run id, export NEMO_LENS_RUN_ID=<id> in the job's environment before launching it " +
-	"(every rank inherits it), or run one collector per job with nemo_run override: true " +
-	"(NEMO_RUN_OVERRIDE=true with the presets) and the job's id in that collector's NEMO_LENS_RUN_ID"
-
-var refusalMessages = [numReasons]string{
-	reasonNoHostName:     "Per-process run id kept: the resource has no host.name, so the ranks of its job cannot be grouped and each stays a run of its own",
-	reasonNoWorldSize:    "Per-process run id kept: the resource has no world size (nv.dl.world_size or dl.world_size), so the ranks of its job cannot be grouped and each stays a run of its own",
-	reasonNoRank:         "Per-process run id kept: the resource has no rank (nv.dl.rank or dl.rank), so the ranks of its job cannot be grouped and each stays a run of its own",
-	reasonRankOutOfRange: "Per-process run id kept: its rank is not below its world size",
-	reasonMultiNode:      "Per-process run id kept: its rank differs from its local rank, so its job spans several hosts and its ranks cannot be grouped by host",
-	reasonRankCollision: "Per-process run ids kept: two processes on one host sent the same rank with different ids after their launch was decided " +
-		"(two jobs launched together, or a restart); no further id joins this launch, ids that joined it before stay joined",
-	reasonLate: "Per-process run id kept: first seen after single_node_window of the launch missing its rank, so it may be another job's",
-	reasonConcurrentLaunches: "Per-process run ids kept: two processes on one host sent the same rank with different ids before their launch was decided " +
-		"(two jobs launched together, or a restart), so its ranks cannot be told from another job's: none of them is merged, each stays a run of its own",
-}
-
-func (p *runProcessor) logRefusal(r refusal) {
-	fields := []zap.Field{
-		zap.String("reason", reasonNames[r.reason]),
-		zap.String("nemo.run.id", r.id),
-		zap.String("host.name", r.key.host),
-		zap.String("service.name", r.key.service),
-	}
-	if r.key.worldSize > 0 {
-		fields = append(fields, zap.Int64("world_size", r.key.worldSize))
-	}
-	if r.rank >= 0 {
-		fields = append(fields, zap.Int64("rank", r.rank))
-	}
-	if r.launchID != "" {
-		fields = append(fields, zap.String("launch_run_id", r.launchID), zap.Int("launch_ranks", r.members))
-	}
-	if r.other != "" {
-		fields = append(fields, zap.String("rank_taken_by", r.other))
-	}
-	if r.reason == reasonLate {
-		fields = append(fields, zap.Duration("after_first_rank", r.after), zap.Duration("single_node_window", p.single.window))
-	}
-	fields = append(fields, zap.String("fix", singleNodeFix))
-	p.logger.Warn(refusalMessages[r.reason], fields...)
-}
 
 // launchKey is what the ranks of one single-node launch share. Ranks are
 // numbered within an rl.worker_group (NeMo-RL), so it is part of the key.
@@ -264,7 +177,7 @@ type singleNode struct {
 	launches  map[launchKey]*launch
 	undecided map[*launch]struct{}
 	held      int // requests waiting in await
-	warned    map[warnKey]time.Time
+	warned    *ratelog.Limiter[warnKey]
 	nextSweep time.Time
 	// loop decides pending launches whose settle or hold passed; started
 	// with the first pending launch.
@@ -285,8 +198,11 @@ func newSingleNode(cfg *Config, clk clock.Clock) *singleNode {
 		ids:       map[string]idDecision{},
 		launches:  map[launchKey]*launch{},
 		undecided: map[*launch]struct{}{},
-		warned:    map[warnKey]time.Time{},
-		stopped:   make(chan struct{}),
+		warned: &ratelog.Limiter[warnKey]{Every: warnRepeat, MaxKeys: maxTrackedIDs, Clone: func(k warnKey) warnKey {
+			k.host, k.service = strings.Clone(k.host), strings.Clone(k.service)
+			return k
+		}},
+		stopped: make(chan struct{}),
 	}
 }
 
@@ -472,10 +388,10 @@ func (s *singleNode) known(id string, d idDecision, now time.Time) verdict {
 // none usable.
 func readIdentity(attrs pcommon.Map) (launchKey, int64, unreconciledReason) {
 	var k launchKey
-	if v, ok := attrs.Get(attrServiceName); ok && v.Type() == pcommon.ValueTypeStr {
+	if v, ok := attrs.Get(attrkey.ServiceName); ok && v.Type() == pcommon.ValueTypeStr {
 		k.service = v.Str()
 	}
-	if v, ok := attrs.Get(attrHostName); ok && v.Type() == pcommon.ValueTypeStr {
+	if v, ok := attrs.Get(attrkey.HostName); ok && v.Type() == pcommon.ValueTypeStr {
 		k.host = strings.TrimSpace(v.Str())
 	}
 	if k.host == "" {
@@ -498,7 +414,7 @@ func readIdentity(attrs pcommon.Map) (launchKey, int64, unreconciledReason) {
 	if local, _, status := rankattr.Lookup(attrs, rankFieldKeys[fieldLocalRank]); status == rankattr.Valid && local != rank {
 		return k, rank, reasonMultiNode
 	}
-	if v, ok := attrs.Get(attrWorkerGroup); ok && v.Type() == pcommon.ValueTypeStr {
+	if v, ok := attrs.Get(attrkey.WorkerGroup); ok && v.Type() == pcommon.ValueTypeStr {
 		k.workerGroup = v.Str()
 	}
 	return k, rank, reasonNone
@@ -589,16 +505,7 @@ func (s *singleNode) remember(id, runID string, l *launch, now time.Time) {
 // warnOnce reports whether a warning not tied to a launch is due for
 // (host, service, reason).
 func (s *singleNode) warnOnce(key launchKey, reason unreconciledReason, now time.Time) bool {
-	k := warnKey{host: key.host, service: key.service, reason: reason}
-	if last, ok := s.warned[k]; ok && now.Sub(last) < warnRepeat {
-		return false
-	}
-	if len(s.warned) >= s.maxIDs {
-		return false
-	}
-	k.host, k.service = strings.Clone(k.host), strings.Clone(k.service)
-	s.warned[k] = now
-	return true
+	return s.warned.Allow(warnKey{host: key.host, service: key.service, reason: reason}, now)
 }
 
 // expire drops ids and launches idle for longer than the idle timeout, and
@@ -614,11 +521,7 @@ func (s *singleNode) expire(now time.Time) {
 			delete(s.launches, k)
 		}
 	}
-	for k, last := range s.warned {
-		if now.Sub(last) >= warnRepeat {
-			delete(s.warned, k)
-		}
-	}
+	s.warned.Sweep(now)
 	s.nextSweep = now.Add(sweepInterval)
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
@@ -44,7 +45,7 @@ func TestKeptOutputGroupsByChunkAndScope(t *testing.T) {
 	s := got.ScopeSpans().At(1).Spans().At(0)
 	assert.Equal(t, "a2", s.Name())
 	attrs := s.Attributes().AsRaw()
-	assert.Equal(t, map[string]any{keptReasonKey: "straggler", relativeScoreKey: 0.333, individualScoreKey: 0.667}, attrs)
+	assert.Equal(t, map[string]any{attrkey.KeptReason: "straggler", attrkey.RelativeScore: 0.333, attrkey.IndividualScore: 0.667}, attrs)
 
 	_, n = o.take()
 	assert.Zero(t, n, "take empties the output")

@@ -15,18 +15,9 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-)
-
-const (
-	// keptReasonKey marks a span or log record kept from a dropped rank with
-	// why it was kept (error, truncated, severity). It sits under its own
-	// nemo.rank_strategy namespace so that no key we know of (nemo.run.id,
-	// nemo.span.truncated, ...) is a dotted prefix or extension of it, which
-	// Weave would reject.
-	keptReasonKey = "nemo.rank_strategy.kept_reason"
-	// truncatedKey is set to true by NeMo Lens on spans force-closed at shutdown.
-	truncatedKey = "nemo.span.truncated"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 )
 
 // rankStrategyProcessor filters one signal's batches by rank.
@@ -103,7 +94,7 @@ func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Tra
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
 		v := p.selector.decide(rs.Resource().Attributes())
 		if v.keep {
-			t.kept[v.reason] += int64(countSpans(rs))
+			t.kept[v.reason] += int64(pdatautil.CountSpans(rs))
 			if p.stragglers != nil {
 				p.stragglers.observeKept(rs, &t)
 			}
@@ -119,7 +110,7 @@ func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Tra
 		if p.keepErrors {
 			return !keepExceptionalSpans(rs, v.reason, &t)
 		}
-		t.dropped[v.reason] += int64(countSpans(rs))
+		t.dropped[v.reason] += int64(pdatautil.CountSpans(rs))
 		return true
 	})
 	p.telemetry.record(ctx, &t)
@@ -136,10 +127,10 @@ func (p *rankStrategyProcessor) processMetrics(ctx context.Context, md pmetric.M
 	md.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool {
 		v := p.selector.decide(rm.Resource().Attributes())
 		if v.keep {
-			t.kept[v.reason] += int64(countDataPoints(rm))
+			t.kept[v.reason] += int64(pdatautil.CountDataPoints(rm))
 			return false
 		}
-		t.dropped[v.reason] += int64(countDataPoints(rm))
+		t.dropped[v.reason] += int64(pdatautil.CountDataPoints(rm))
 		return true
 	})
 	p.telemetry.record(ctx, &t)
@@ -154,13 +145,13 @@ func (p *rankStrategyProcessor) processLogs(ctx context.Context, ld plog.Logs) (
 	ld.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
 		v := p.selector.decide(rl.Resource().Attributes())
 		if v.keep {
-			t.kept[v.reason] += int64(countLogRecords(rl))
+			t.kept[v.reason] += int64(pdatautil.CountLogRecords(rl))
 			return false
 		}
 		if p.keepErrors {
 			return !p.keepSevereLogs(rl, v.reason, &t)
 		}
-		t.dropped[v.reason] += int64(countLogRecords(rl))
+		t.dropped[v.reason] += int64(pdatautil.CountLogRecords(rl))
 		return true
 	})
 	p.telemetry.record(ctx, &t)
@@ -177,7 +168,7 @@ func spanKeepReason(s ptrace.Span) (reason, bool) {
 	if s.Status().Code() == ptrace.StatusCodeError {
 		return reasonError, true
 	}
-	if v, ok := s.Attributes().Get(truncatedKey); ok && isTrue(v) {
+	if v, ok := s.Attributes().Get(attrkey.SpanTruncated); ok && isTrue(v) {
 		return reasonTruncated, true
 	}
 	return 0, false
@@ -199,7 +190,7 @@ func isTrue(v pcommon.Value) bool {
 // keepExceptionalSpans handles a resource of a dropped rank when keep_errors
 // is on. A first read-only pass looks for a span worth keeping; in the common
 // case there is none and the resource is dropped whole, unmodified. Otherwise
-// only those spans are kept, each marked with keptReasonKey. It reports
+// only those spans are kept, each marked with attrkey.KeptReason. It reports
 // whether anything was kept.
 func keepExceptionalSpans(rs ptrace.ResourceSpans, dropReason reason, t *tally) bool {
 	total, found := scanExceptionalSpans(rs)
@@ -238,7 +229,7 @@ func filterExceptionalSpans(rs ptrace.ResourceSpans, t *tally, dropped *int64) {
 				}
 				return true
 			}
-			s.Attributes().PutStr(keptReasonKey, r.String())
+			s.Attributes().PutStr(attrkey.KeptReason, r.String())
 			t.kept[r]++
 			return false
 		})
@@ -261,7 +252,7 @@ func logSeverity(lr plog.LogRecord) plog.SeverityNumber {
 }
 
 // keepSevereLogs is keepExceptionalSpans for log records: those at or above
-// keep_log_severity are kept, marked with keptReasonKey.
+// keep_log_severity are kept, marked with attrkey.KeptReason.
 func (p *rankStrategyProcessor) keepSevereLogs(rl plog.ResourceLogs, dropReason reason, t *tally) bool {
 	total, found := 0, false
 	sls := rl.ScopeLogs()
@@ -282,55 +273,11 @@ func (p *rankStrategyProcessor) keepSevereLogs(rl plog.ResourceLogs, dropReason 
 				t.dropped[dropReason]++
 				return true
 			}
-			lr.Attributes().PutStr(keptReasonKey, reasonSeverity.String())
+			lr.Attributes().PutStr(attrkey.KeptReason, reasonSeverity.String())
 			t.kept[reasonSeverity]++
 			return false
 		})
 		return sl.LogRecords().Len() == 0
 	})
 	return true
-}
-
-func countSpans(rs ptrace.ResourceSpans) int {
-	n := 0
-	sss := rs.ScopeSpans()
-	for i := 0; i < sss.Len(); i++ {
-		n += sss.At(i).Spans().Len()
-	}
-	return n
-}
-
-func countLogRecords(rl plog.ResourceLogs) int {
-	n := 0
-	sls := rl.ScopeLogs()
-	for i := 0; i < sls.Len(); i++ {
-		n += sls.At(i).LogRecords().Len()
-	}
-	return n
-}
-
-// countDataPoints counts like the collector's own item counters for metrics:
-// data points, summed per metric without visiting the points.
-func countDataPoints(rm pmetric.ResourceMetrics) int {
-	n := 0
-	sms := rm.ScopeMetrics()
-	for i := 0; i < sms.Len(); i++ {
-		ms := sms.At(i).Metrics()
-		for j := 0; j < ms.Len(); j++ {
-			m := ms.At(j)
-			switch m.Type() {
-			case pmetric.MetricTypeGauge:
-				n += m.Gauge().DataPoints().Len()
-			case pmetric.MetricTypeSum:
-				n += m.Sum().DataPoints().Len()
-			case pmetric.MetricTypeHistogram:
-				n += m.Histogram().DataPoints().Len()
-			case pmetric.MetricTypeExponentialHistogram:
-				n += m.ExponentialHistogram().DataPoints().Len()
-			case pmetric.MetricTypeSummary:
-				n += m.Summary().DataPoints().Len()
-			}
-		}
-	}
-	return n
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
 
@@ -209,13 +210,13 @@ func erroredTraces() ptrace.Traces {
 		shutdown.Scope().SetName("nemo.lens")
 		truncated := shutdown.Spans().AppendEmpty()
 		truncated.SetName(fmt.Sprintf("rank%d megatron.train", rank))
-		truncated.Attributes().PutBool(truncatedKey, true)
+		truncated.Attributes().PutBool(attrkey.SpanTruncated, true)
 		truncatedStr := shutdown.Spans().AppendEmpty()
 		truncatedStr.SetName(fmt.Sprintf("rank%d megatron.pretrain", rank))
-		truncatedStr.Attributes().PutStr(truncatedKey, "true")
+		truncatedStr.Attributes().PutStr(attrkey.SpanTruncated, "true")
 		notTruncated := shutdown.Spans().AppendEmpty()
 		notTruncated.SetName(fmt.Sprintf("rank%d megatron.evaluate", rank))
-		notTruncated.Attributes().PutBool(truncatedKey, false)
+		notTruncated.Attributes().PutBool(attrkey.SpanTruncated, false)
 
 		// A scope with nothing worth keeping disappears from a dropped rank.
 		other := rs.ScopeSpans().AppendEmpty()
@@ -235,10 +236,10 @@ func TestKeepErrorsFromDroppedRanks(t *testing.T) {
 		ss.Spans().RemoveIf(func(s ptrace.Span) bool {
 			switch s.Name() {
 			case "rank0 megatron.optimizer_step":
-				s.Attributes().PutStr(keptReasonKey, "error")
+				s.Attributes().PutStr(attrkey.KeptReason, "error")
 				return false
 			case "rank0 megatron.train", "rank0 megatron.pretrain":
-				s.Attributes().PutStr(keptReasonKey, "truncated")
+				s.Attributes().PutStr(attrkey.KeptReason, "truncated")
 				return false
 			}
 			return true
@@ -313,7 +314,7 @@ func TestKeepSevereLogsFromDroppedRanks(t *testing.T) {
 			kept := out.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
 			require.Equal(t, 6, kept.Len(), "the selected rank keeps everything")
 			for i := 0; i < kept.Len(); i++ {
-				_, marked := kept.At(i).Attributes().Get(keptReasonKey)
+				_, marked := kept.At(i).Attributes().Get(attrkey.KeptReason)
 				assert.False(t, marked, "records of a selected rank are not marked")
 			}
 
@@ -321,7 +322,7 @@ func TestKeepSevereLogsFromDroppedRanks(t *testing.T) {
 			var bodies []string
 			for i := 0; i < rescued.Len(); i++ {
 				bodies = append(bodies, rescued.At(i).Body().Str())
-				v, ok := rescued.At(i).Attributes().Get(keptReasonKey)
+				v, ok := rescued.At(i).Attributes().Get(attrkey.KeptReason)
 				require.True(t, ok)
 				assert.Equal(t, "severity", v.Str())
 			}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
@@ -262,14 +263,14 @@ func (b *stragglerBuffer) hold(rs ptrace.ResourceSpans, keepErrors bool, t *tall
 		rs.MoveTo(chunkRS)
 		remove = true
 	}
-	spans := countSpans(chunkRS)
+	spans := pdatautil.CountSpans(chunkRS)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		dropped := spans
 		if exceptional {
-			dropped -= countSpans(rs)
+			dropped -= pdatautil.CountSpans(rs)
 		}
 		t.dropped[reasonNotSelected] += int64(dropped)
 		return true, remove

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
@@ -249,13 +250,13 @@ func outputSpans(t *testing.T, batches []ptrace.Traces) []outSpan {
 						o = outSpan{rank: int64(id[1])<<8 | int64(id[2]), iteration: -1, n: -1}
 					}
 					require.Equal(t, resRank.Int(), o.rank, "span %s is under its own rank's resource", o)
-					if v, ok := s.Attributes().Get(keptReasonKey); ok {
+					if v, ok := s.Attributes().Get(attrkey.KeptReason); ok {
 						o.keptReason = v.Str()
 					}
-					if v, ok := s.Attributes().Get(relativeScoreKey); ok {
+					if v, ok := s.Attributes().Get(attrkey.RelativeScore); ok {
 						o.relative, o.hasRelative = v.Double(), true
 					}
-					if v, ok := s.Attributes().Get(individualScoreKey); ok {
+					if v, ok := s.Attributes().Get(attrkey.IndividualScore); ok {
 						o.individual, o.hasIndiv = v.Double(), true
 					}
 					out = append(out, o)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 )
@@ -74,9 +75,9 @@ func checkEmulatedJob(t *testing.T, edit func(*lensemu.Rank)) {
 					return
 				}
 				attrs := s.Attributes().AsRaw()
-				assert.Equal(t, "straggler", attrs[keptReasonKey], s.Name())
-				assert.Equal(t, want, attrs[relativeScoreKey], s.Name())
-				assert.Equal(t, want, attrs[individualScoreKey], s.Name())
+				assert.Equal(t, "straggler", attrs[attrkey.KeptReason], s.Name())
+				assert.Equal(t, want, attrs[attrkey.RelativeScore], s.Name())
+				assert.Equal(t, want, attrs[attrkey.IndividualScore], s.Name())
 			})
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 // reason says why items were kept or dropped. It is the `reason` attribute of
 // the internal metrics and, for items kept by exception, the value of
-// keptReasonKey.
+// attrkey.KeptReason.
 type reason uint8
 
 const (

@@ -4,6 +4,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 )
 
 // decideSteps decides every rank step of the batch: kept when its iteration
@@ -37,10 +40,10 @@ func (p *stepSamplingProcessor) applyBatch(rss ptrace.ResourceSpansSlice, b *bat
 		id := b.ids[i]
 		i++
 		if !id.ok {
-			t.kept[reasonNoRank] += int64(countSpans(rs))
+			t.kept[reasonNoRank] += int64(pdatautil.CountSpans(rs))
 			return false
 		}
-		n := countSpans(rs)
+		n := pdatautil.CountSpans(rs)
 		places := b.places[f : f+n]
 		f += n
 		kept, dropped, hold := 0, 0, 0
@@ -118,8 +121,8 @@ func (p *stepSamplingProcessor) account(s ptrace.Span, pl spanPlace, b *batch, t
 // processor (rank_strategy) already did.
 func markKept(s ptrace.Span, r keepReason) {
 	attrs := s.Attributes()
-	if _, ok := attrs.Get(keptReasonKey); !ok {
-		attrs.PutStr(keptReasonKey, r.String())
+	if _, ok := attrs.Get(attrkey.KeptReason); !ok {
+		attrs.PutStr(attrkey.KeptReason, r.String())
 	}
 }
 
@@ -160,7 +163,7 @@ func (p *stepSamplingProcessor) emitResolved(rss ptrace.ResourceSpansSlice, b *b
 	if len(b.resolved) == 0 {
 		return
 	}
-	b.mover.reset(rss)
+	b.mover.Reset(rss)
 	for _, r := range b.resolved {
 		keep, reason := true, reasonOutsideStep
 		if r.place.kind == placeInStep {
@@ -168,7 +171,7 @@ func (p *stepSamplingProcessor) emitResolved(rss ptrace.ResourceSpansSlice, b *b
 			keep, reason = st.keep, st.reason
 		}
 		if keep {
-			s := b.mover.move(r.ref)
+			s := moveHeld(&b.mover, r.ref)
 			if r.place.kind == placeInStep {
 				markKept(s, reason)
 			}
@@ -186,7 +189,7 @@ func (p *stepSamplingProcessor) emitResolved(rss ptrace.ResourceSpansSlice, b *b
 			r.ref.chunk.free()
 		}
 	}
-	b.mover.reset(ptrace.ResourceSpansSlice{})
+	b.mover.Reset(ptrace.ResourceSpansSlice{})
 }
 
 // enforceBudget passes the oldest held spans on undecided while more than
@@ -202,13 +205,4 @@ func (p *stepSamplingProcessor) enforceBudget(rss ptrace.ResourceSpansSlice, t *
 		t.undecided[causeBufferFull] += n
 		t.held -= n
 	}
-}
-
-func countSpans(rs ptrace.ResourceSpans) int {
-	n := 0
-	sss := rs.ScopeSpans()
-	for i := 0; i < sss.Len(); i++ {
-		n += sss.At(i).Spans().Len()
-	}
-	return n
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
@@ -21,7 +22,6 @@ import (
 // span; a span that waits longer is passed on, not lost. max_buffered_spans
 // holds ten seconds of a 100,000 spans/s job.
 const (
-	defaultRunIDKey         = "nemo.run.id"
 	defaultDecisionWait     = 10 * time.Second
 	defaultMaxBufferedSpans = 1_000_000
 )
@@ -42,7 +42,7 @@ func NewFactory() processor.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		SampleRate:         1,
-		RunIDKey:           defaultRunIDKey,
+		RunIDKey:           attrkey.RunID,
 		RankKeys:           slices.Clone(rankattr.DefaultRankKeys),
 		GroupKeys:          slices.Clone(rankattr.DefaultGroupKeys),
 		StepSpanNames:      stepbusy.DefaultStepSpanNames(),

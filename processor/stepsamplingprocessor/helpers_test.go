@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
@@ -237,7 +238,7 @@ func collect(sink *consumertest.TracesSink) []seenSpan {
 						kind: id[0], rank: int64(binary.BigEndian.Uint16(id[1:3])), it: int64(binary.BigEndian.Uint16(id[3:5])),
 						idx: id[5], name: s.Name(), attrs: s.Attributes().Len(),
 					}
-					if v, ok := s.Attributes().Get(keptReasonKey); ok {
+					if v, ok := s.Attributes().Get(attrkey.KeptReason); ok {
 						seen.reason, seen.hasReason = v.Str(), true
 					}
 					out = append(out, seen)

@@ -7,18 +7,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
-)
-
-const (
-	// keptReasonKey says why a span of a kept step was kept. It is the
-	// attribute rank_strategy marks the steps and spans it keeps with, so
-	// that one attribute tells every reason, whichever processor kept it.
-	keptReasonKey = "nemo.rank_strategy.kept_reason"
-	// truncatedKey is set to true by NeMo Lens on spans force-closed at
-	// shutdown.
-	truncatedKey = "nemo.span.truncated"
 )
 
 type placeKind uint8
@@ -75,11 +67,11 @@ type batch struct {
 	pendingHead map[rankKey]int32
 	pendingNext []int32
 	resolved    []resolvedRef
-	mover       spanMover
+	mover       pdatautil.SpanMover[*heldChunk]
 }
 
 func newBatch() *batch {
-	return &batch{stepIdx: make(map[stepKey]int32), pendingHead: make(map[rankKey]int32), mover: newSpanMover()}
+	return &batch{stepIdx: make(map[stepKey]int32), pendingHead: make(map[rankKey]int32), mover: pdatautil.NewSpanMover[*heldChunk]()}
 }
 
 func (b *batch) reset() {
@@ -275,13 +267,13 @@ func isError(s ptrace.Span) bool {
 	if s.Status().Code() == ptrace.StatusCodeError {
 		return true
 	}
-	v, ok := s.Attributes().Get(truncatedKey)
+	v, ok := s.Attributes().Get(attrkey.SpanTruncated)
 	return ok && isTrue(v)
 }
 
 // isStraggler: rank_strategy kept the span's step as a straggler.
 func isStraggler(s ptrace.Span) bool {
-	v, ok := s.Attributes().Get(keptReasonKey)
+	v, ok := s.Attributes().Get(attrkey.KeptReason)
 	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == reasonStraggler.String()
 }
 

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 )
 
 // The run of most tests and the iterations of 0..39 its 10% sample keeps
@@ -89,7 +91,7 @@ func TestErrorKeepsThatRankStepOnly(t *testing.T) {
 				case r.rank == 3 && it == 7:
 					spans.At(from + 2).Status().SetCode(ptrace.StatusCodeError) // optimizer_step
 				case r.rank == 5 && it == 8:
-					spans.At(from).Attributes().PutStr(truncatedKey, "true") // forward_backward, force-closed
+					spans.At(from).Attributes().PutStr(attrkey.SpanTruncated, "true") // forward_backward, force-closed
 				}
 			})...)
 
@@ -137,7 +139,7 @@ func TestStragglerStepsAreKept(t *testing.T) {
 			spans := resourceFor(late, rankProc{run: testRun, rank: 9})
 			appendStep(spans, sh, rankProc{run: testRun, rank: 9}, 12)
 			for i := 0; i < spans.Len(); i++ {
-				spans.At(i).Attributes().PutStr(keptReasonKey, "straggler")
+				spans.At(i).Attributes().PutStr(attrkey.KeptReason, "straggler")
 			}
 			h.send(t, late)
 			h.send(t, batches[21:]...)

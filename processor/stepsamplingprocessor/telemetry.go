@@ -12,7 +12,7 @@ import (
 )
 
 // keepReason says why spans were passed on after a decision. The first
-// three are also the values of keptReasonKey on the spans of kept steps.
+// three are also the values of attrkey.KeptReason on the spans of kept steps.
 type keepReason uint8
 
 const (

@@ -1,0 +1,135 @@
+package jsonlfileexporter
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadatatest"
+)
+
+func TestUnwritablePathIsPermanentAndLogged(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "blocker")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o640))
+	cfg := testConfig(filepath.Join(blocker, "out")) // a directory below a regular file
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	te := startExporters(t, cfg, metadatatest.NewSettings(tt))
+
+	err := te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 5))
+	require.Error(t, err)
+	assert.True(t, consumererror.IsPermanent(err), "retrying cannot fix %v", err)
+	want := filepath.Join(blocker, "out", "traces.jsonl")
+	assert.Contains(t, err.Error(), want)
+	logged := te.logged.FilterMessage("Dropping records: the file cannot be written").All()
+	require.Len(t, logged, 1)
+	assert.Equal(t, want, logged[0].ContextMap()["path"])
+	metadatatest.AssertEqualExporterJsonlFileErrors(t, tt, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("operation", "open"))},
+	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+}
+
+func TestPartialFailureRetriesOnlyFailedResources(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.TracesPath = "{nemo.run.id}/traces.jsonl"
+	cfg.FlushInterval = 0
+	// run-bad's file is a directory: opening it fails for good.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "run-bad", "traces.jsonl"), 0o750))
+	te := startExporters(t, cfg, nopSettings())
+	err := te.traces.ConsumeTraces(context.Background(), runTraces(
+		map[string]any{"nemo.run.id": "run-ok"},
+		map[string]any{"nemo.run.id": "run-bad"},
+	))
+	require.Error(t, err)
+	assert.True(t, consumererror.IsPermanent(err))
+	assert.Equal(t, 3, countLines(t, filepath.Join(dir, "run-ok", "traces.jsonl")), "the good run is written")
+}
+
+func TestRetryableFailureRetriesOnlyFailedResources(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.TracesPath = "{nemo.run.id}.jsonl"
+	cfg.FlushInterval = time.Hour
+	cfg.MaxOpenFiles = 1
+	shared, err := newJSONLExporter(cfg, zap.NewNop())
+	require.NoError(t, err)
+	shared.users = 1
+	tmpl, err := parsePathTemplate(cfg.TracesPath)
+	require.NoError(t, err)
+	tb, err := metadata.NewTelemetryBuilder(componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	se := &signalExporter{jsonlExporter: shared, tmpl: tmpl, tel: newTelemetry(tb), tb: tb, logger: zap.NewNop()}
+
+	// run-a's file holds buffered records and, from now on, refuses writes
+	// (a read-only handle: EBADF, an error worth retrying). With one open
+	// file allowed, run-b cannot get a file until run-a's records are out.
+	require.NoError(t, shared.writer.write("run-a.jsonl", se.overflow, []byte("{\"early\":1}\n"), 1, se.tel))
+	of := shared.writer.files["run-a.jsonl"]
+	require.NoError(t, of.f.Close())
+	of.f, err = os.Open(filepath.Join(dir, "run-a.jsonl"))
+	require.NoError(t, err)
+
+	td := runTraces(map[string]any{"nemo.run.id": "run-a"}, map[string]any{"nemo.run.id": "run-b"})
+	err = se.consumeTraces(context.Background(), td)
+	require.Error(t, err)
+	assert.False(t, consumererror.IsPermanent(err))
+	assert.Contains(t, err.Error(), "max_open_files (1)")
+	var retry consumererror.Traces
+	require.ErrorAs(t, err, &retry)
+	require.Equal(t, 1, retry.Data().ResourceSpans().Len(), "only run-b is retried; run-a was accepted")
+	run, _ := retry.Data().ResourceSpans().At(0).Resource().Attributes().Get("nemo.run.id")
+	assert.Equal(t, "run-b", run.Str())
+
+	// The disk recovers: the retry and the buffered records all arrive once.
+	require.NoError(t, of.f.Close())
+	of.f = nil
+	require.NoError(t, se.consumeTraces(context.Background(), retry.Data()))
+	require.NoError(t, se.shutdown(context.Background()))
+	assert.Equal(t, 4, countLines(t, filepath.Join(dir, "run-a.jsonl")))
+	assert.Equal(t, 3, countLines(t, filepath.Join(dir, "run-b.jsonl")))
+}
+
+func TestShutdownWithoutStart(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	exp, err := NewFactory().CreateTraces(context.Background(), nopSettings(), cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Shutdown(context.Background()))
+}
+
+func TestWriteAfterShutdownIsRefused(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	set, err := newFileWriterSettings(cfg)
+	require.NoError(t, err)
+	w, err := newFileWriter(set, zap.NewNop())
+	require.NoError(t, err)
+	w.start()
+	require.NoError(t, w.shutdown())
+	err = w.write("traces.jsonl", "overflow.jsonl", []byte("{}\n"), 1, newTestTelemetry(t))
+	require.Error(t, err)
+	assert.True(t, consumererror.IsPermanent(err))
+}
+
+func TestErrorsAreClassified(t *testing.T) {
+	_, err := os.Open(filepath.Join(t.TempDir(), "missing"))
+	assert.False(t, consumererror.IsPermanent(classifyFileError(err)))
+	f := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	_, err = os.Open(filepath.Join(f, "below"))
+	assert.True(t, consumererror.IsPermanent(classifyFileError(err)))
+	assert.True(t, errors.Is(classifyFileError(err), err))
+}

@@ -1,0 +1,126 @@
+package jsonlfileexporter
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func TestPathTemplates(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.TracesPath = "{nemo.run.id}/rank-{nv.dl.rank}.jsonl"
+	cfg.MissingAttributeValue = "no-run"
+	te := startExporters(t, cfg, nopSettings())
+	require.NoError(t, te.traces.ConsumeTraces(context.Background(), runTraces(
+		map[string]any{"nemo.run.id": "run-a", "nv.dl.rank": 0},
+		map[string]any{"nemo.run.id": "run-a", "nv.dl.rank": "0"}, // the same rank as a string
+		map[string]any{"nemo.run.id": "run-b", "nv.dl.rank": 1},
+		map[string]any{"nv.dl.rank": 2},                             // no run id
+		map[string]any{"nemo.run.id": "", "nv.dl.rank": 3},          // empty run id
+		map[string]any{"nemo.run.id": "../../etc", "nv.dl.rank": 4}, // hostile values
+		map[string]any{"nemo.run.id": ".", "nv.dl.rank": "a/b\\c\x00\n\xff"},
+	)))
+	te.shutdown()
+
+	var files []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		require.NoError(t, err)
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, rel)
+		}
+		return nil
+	}))
+	slices.Sort(files)
+	assert.Equal(t, []string{
+		"_._.._etc/rank-4.jsonl",
+		"_/rank-a_b_c___.jsonl",
+		"no-run/rank-2.jsonl",
+		"no-run/rank-3.jsonl",
+		"run-a/rank-0.jsonl",
+		"run-b/rank-1.jsonl",
+	}, files)
+	assert.Equal(t, 6, countLines(t, filepath.Join(dir, "run-a", "rank-0.jsonl")))
+	assert.Equal(t, 3, countLines(t, filepath.Join(dir, "run-b", "rank-1.jsonl")))
+}
+
+func TestSignalsSharingAPathShareTheFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.TracesPath = "{nemo.run.id}/all.jsonl"
+	cfg.LogsPath = "./{nemo.run.id}//all.jsonl" // the same file, spelled differently
+	te := startExporters(t, cfg, nopSettings())
+	ctx := context.Background()
+	for range 5 {
+		require.NoError(t, te.traces.ConsumeTraces(ctx, megatronTraces(2, 50)))
+		require.NoError(t, te.logs.ConsumeLogs(ctx, megatronLogs(2, 50)))
+	}
+	te.shutdown()
+	assert.Equal(t, 1000, countLines(t, filepath.Join(dir, "run-8f3a2c", "all.jsonl")))
+}
+
+func TestPathTemplateParsing(t *testing.T) {
+	for _, tc := range []struct {
+		in, err string
+		render  string
+	}{
+		{in: "traces.jsonl", render: "traces.jsonl"},
+		{in: "./a//b/./traces.jsonl", render: "a/b/traces.jsonl"},
+		{in: "{nemo.run.id}/{nv.dl.rank}.jsonl", render: "run-1/3.jsonl"},
+		{in: "run-{nemo.run.id}-{missing}.jsonl", render: "run-run-1-unknown.jsonl"},
+		{in: "", err: "must not be empty"},
+		{in: "a/../../b", err: "must stay inside directory"},
+		{in: "..", err: "must stay inside directory"},
+		{in: "/abs", err: "must be relative to directory"},
+		{in: "dir/", err: "must name a file"},
+		{in: ".", err: "must name a file"},
+		{in: "{}.jsonl", err: "empty attribute reference"},
+		{in: "{a.jsonl", err: "unclosed '{'"},
+		{in: "{a{b}}.jsonl", err: "unclosed '{'"},
+		{in: "a}.jsonl", err: "unmatched '}'"},
+		{in: "{a/b}.jsonl", err: "must not contain '/'"},
+		{in: "a\x01.jsonl", err: "control characters"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			tmpl, err := parsePathTemplate(tc.in)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			attrs := pcommon.NewMap()
+			attrs.PutStr("nemo.run.id", "run-1")
+			attrs.PutInt("nv.dl.rank", 3)
+			assert.Equal(t, tc.render, string(tmpl.render(nil, attrs, "unknown")))
+		})
+	}
+}
+
+func TestPathValueSanitising(t *testing.T) {
+	for in, want := range map[string]string{
+		"run-1":                  "run-1",
+		"..":                     "_.",
+		".hidden":                "_hidden",
+		"a/b":                    "a_b",
+		`a\b`:                    "a_b",
+		"tab\there":              "tab_here",
+		"nul\x00":                "nul_",
+		"bad\xff":                "bad_",
+		"日本":                     "日本",
+		strings.Repeat("é", 100): strings.Repeat("é", 64),
+	} {
+		assert.Equal(t, want, string(appendPathValue(nil, in)), "%q", in)
+	}
+	require.NoError(t, checkPathValue("unknown"))
+	require.Error(t, checkPathValue(".."))
+	require.Error(t, checkPathValue(""))
+}

@@ -1,0 +1,40 @@
+package ratelog
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestAllowOncePerIntervalPerKey(t *testing.T) {
+	l := Limiter[string]{Every: time.Minute}
+	t0 := time.Unix(1000, 0)
+	assert.True(t, l.Allow("a", t0), "the first message of a key goes through")
+	assert.False(t, l.Allow("a", t0.Add(59*time.Second)), "within the interval")
+	assert.True(t, l.Allow("b", t0.Add(time.Second)), "keys are limited independently")
+	assert.True(t, l.Allow("a", t0.Add(time.Minute)), "due again after the interval")
+	assert.False(t, l.Allow("a", t0.Add(time.Minute+time.Second)))
+}
+
+func TestMaxKeysAndSweep(t *testing.T) {
+	l := Limiter[string]{Every: time.Hour, MaxKeys: 2}
+	t0 := time.Unix(1000, 0)
+	assert.True(t, l.Allow("a", t0))
+	assert.True(t, l.Allow("b", t0.Add(time.Minute)))
+	assert.False(t, l.Allow("c", t0.Add(2*time.Minute)), "at the bound a new key is not let through")
+
+	l.Sweep(t0.Add(time.Hour))
+	assert.True(t, l.Allow("c", t0.Add(time.Hour)), "the sweep forgot a, whose hour passed")
+	assert.False(t, l.Allow("b", t0.Add(time.Hour)), "b's hour has not passed: the sweep kept it")
+}
+
+func TestCloneOnlyWhenRemembered(t *testing.T) {
+	clones := 0
+	l := Limiter[string]{Every: time.Minute, Clone: func(s string) string { clones++; return strings.Clone(s) }}
+	t0 := time.Unix(1000, 0)
+	l.Allow("a", t0)
+	l.Allow("a", t0.Add(time.Second))
+	assert.Equal(t, 1, clones, "a suppressed message does not clone its key")
+}
