@@ -110,7 +110,7 @@ func installTelemetrygen(t *testing.T) (string, error) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "install", telemetrygenModule)
+	cmd := exec.CommandContext(ctx, testcollector.GoTool(), "install", telemetrygenModule)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOBIN="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -4,18 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
@@ -82,28 +78,6 @@ type loadgenReport struct {
 	LatencyMs      map[string]float64 `json:"latency_ms"`
 }
 
-// goTool returns the go command that runs this test.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-// buildLoadgen compiles bench/loadgen into dir.
-func buildLoadgen(t testing.TB, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "loadgen")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./bench/loadgen")
-	cmd.Dir = testcollector.RepoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the load generator: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // runLoadgen runs the generator to completion (it stops by itself; the
 // context only guards against a hang) and returns its report and CPU time.
 func runLoadgen(t testing.TB, bin string, limit time.Duration, args ...string) (loadgenReport, error) {
@@ -158,26 +132,19 @@ func waitDrained(c *testcollector.Collector, batchTimeout time.Duration) {
 	}
 }
 
-// otlpSink is a local OTLP/HTTP backend for exporter scenarios: it reads and
-// discards every request and answers 200 with an empty export response, so
-// the exporter is measured and not a remote service.
-type otlpSink struct {
-	srv      *httptest.Server
-	requests atomic.Int64
-	bytes    atomic.Int64
-}
-
-func startSink(t testing.TB) *otlpSink {
-	s := &otlpSink{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := io.Copy(io.Discard, r.Body)
-		s.requests.Add(1)
-		s.bytes.Add(n)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+// startSink starts a local OTLP/HTTP backend for exporter scenarios and
+// returns its base URL: it reads and discards every request and answers 200
+// with an empty export response, so the exporter is measured and not a
+// remote service.
+func startSink(t testing.TB) string {
+	t.Helper()
+	s, err := otlpsink.Start(nil)
+	if err != nil {
+		t.Fatalf("start the OTLP sink: %v", err)
+	}
+	s.SetDiscard(true)
+	t.Cleanup(func() { _ = s.Close() })
+	return s.URL
 }
 
 // loadAvg is /proc/loadavg's first three fields: how busy the machine was.

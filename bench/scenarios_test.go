@@ -208,7 +208,7 @@ func TestScenarios(t *testing.T) {
 	root := testcollector.RepoRoot(t)
 	testcollector.Binary(t)
 	components := componentList(t)
-	loadgen := buildLoadgen(t, t.TempDir())
+	loadgen := testcollector.BuildTool(t, "./bench/loadgen")
 	only := map[string]bool{}
 	known := map[string]bool{}
 	for _, sc := range scenarioList() {
@@ -312,7 +312,7 @@ func runScenario(t *testing.T, root string, sc scenario, loadgen string, length 
 	env := map[string]string{"NEMO_TELEMETRY_DIR": t.TempDir(), "NEMO_QUEUE_DIR": t.TempDir()}
 	maps.Copy(env, sc.env)
 	if sc.sink {
-		env["BENCH_SINK_ENDPOINT"] = startSink(t).srv.URL
+		env["BENCH_SINK_ENDPOINT"] = startSink(t)
 	}
 	config := filepath.Join(root, sc.config)
 	if sc.derive != nil {

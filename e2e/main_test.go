@@ -81,7 +81,13 @@ func runJob(t *testing.T, ranks []lensemu.Rank) lensemu.Result {
 // from each, failing the test on any export error.
 func runJobByRank(t *testing.T, ranks []lensemu.Rank) []lensemu.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+	return runJobWithin(t, ranks, jobTimeout)
+}
+
+// runJobWithin is runJobByRank with the job bounded by timeout.
+func runJobWithin(t *testing.T, ranks []lensemu.Rank, timeout time.Duration) []lensemu.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	results, err := lensemu.Job(ctx, ranks)
 	if err != nil {

@@ -26,15 +26,9 @@ type loadReport struct {
 }
 
 // buildLoadgen compiles bench/loadgen into a temporary directory.
-func buildLoadgen(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "loadgen")
-	cmd := exec.Command("go", "build", "-o", bin, "./bench/loadgen")
-	cmd.Dir = testcollector.RepoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build bench/loadgen: %v\n%s", err, out)
-	}
-	return bin
+func buildLoadgen(tb testing.TB) string {
+	tb.Helper()
+	return testcollector.BuildTool(tb, "./bench/loadgen")
 }
 
 func runLoad(t *testing.T, bin string, args ...string) loadReport {

@@ -65,15 +65,7 @@ func sbinPath(name string) (string, error) {
 // buildLensrank compiles the emulated rank into a temporary directory.
 func buildLensrank(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lensrank")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./internal/lensemu/cmd/lensrank")
-	cmd.Dir = testcollector.RepoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build lensrank: %v\n%s", err, out)
-	}
-	return bin
+	return testcollector.BuildTool(t, "./internal/lensemu/cmd/lensrank")
 }
 
 // slurmCluster is a one-node cluster whose state lives in dir.

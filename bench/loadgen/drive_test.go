@@ -5,9 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
+	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,63 +15,73 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 )
 
-// traceSink is an OTLP/gRPC trace server that decodes every request, refuses
-// every fifth with Unavailable and rejects one span of every third as a partial success.
+// traceSink is an OTLP/gRPC backend that decodes every request, refuses
+// every fifth with Unavailable and rejects one span of every third as a
+// partial success; accepted counts the spans it did not reject.
 type traceSink struct {
-	ptraceotlp.UnimplementedGRPCServer
-	calls    atomic.Int64
+	*otlpsink.Sink
 	accepted atomic.Int64
-	mu       sync.Mutex
-	ids      map[pcommon.SpanID]bool
-	dupes    int
-	tokens   map[string]bool
-}
-
-func (s *traceSink) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	n := s.calls.Add(1)
-	md, _ := metadata.FromIncomingContext(ctx)
-	s.mu.Lock()
-	for _, v := range md.Get("x-token") {
-		s.tokens[v] = true
-	}
-	s.mu.Unlock()
-	if n%5 == 0 {
-		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "busy")
-	}
-	resp := ptraceotlp.NewExportResponse()
-	spans := int64(req.Traces().SpanCount())
-	if n%3 == 0 {
-		resp.PartialSuccess().SetRejectedSpans(1)
-		spans--
-	}
-	s.accepted.Add(spans)
-	s.mu.Lock()
-	for _, sp := range spansOf(req.Traces()) {
-		if s.ids[sp.SpanID()] {
-			s.dupes++
-		}
-		s.ids[sp.SpanID()] = true
-	}
-	s.mu.Unlock()
-	return resp, nil
 }
 
 func startTraceSink(t *testing.T) (*traceSink, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := otlpsink.StartGRPC()
 	require.NoError(t, err)
-	srv := grpc.NewServer()
-	sink := &traceSink{ids: map[pcommon.SpanID]bool{}, tokens: map[string]bool{}}
-	ptraceotlp.RegisterGRPCServer(srv, sink)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	return sink, l.Addr().String()
+	t.Cleanup(func() { _ = s.Close() })
+	sink := &traceSink{Sink: s}
+	var calls atomic.Int64
+	s.SetRespond(func(r otlpsink.Request) (int, http.Header, []byte) {
+		n := calls.Add(1)
+		if n%5 == 0 {
+			return http.StatusServiceUnavailable, nil, []byte("busy")
+		}
+		spans := int64(r.Items())
+		if n%3 != 0 {
+			sink.accepted.Add(spans)
+			return 0, nil, nil
+		}
+		resp := ptraceotlp.NewExportResponse()
+		resp.PartialSuccess().SetRejectedSpans(1)
+		body, err := resp.MarshalProto()
+		if err != nil {
+			return http.StatusInternalServerError, nil, []byte(err.Error())
+		}
+		sink.accepted.Add(spans - 1)
+		return 0, nil, body
+	})
+	return sink, s.Addr
+}
+
+// calls is the number of requests the sink answered, kept or refused.
+func (s *traceSink) calls() int64 { return int64(len(s.Requests()) + s.Refused()) }
+
+// dupes counts the span ids the kept requests carry more than once.
+func (s *traceSink) dupes() int {
+	ids := map[pcommon.SpanID]bool{}
+	n := 0
+	for _, r := range s.Requests() {
+		for _, sp := range spansOf(r.Traces) {
+			if ids[sp.SpanID()] {
+				n++
+			}
+			ids[sp.SpanID()] = true
+		}
+	}
+	return n
+}
+
+// sawHeader says whether a kept request carried the header key: value.
+func (s *traceSink) sawHeader(key, value string) bool {
+	for _, r := range s.Requests() {
+		if slices.Contains(r.Header.Values(key), value) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestDriveGRPC(t *testing.T) {
@@ -84,52 +93,50 @@ func TestDriveGRPC(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Equal(t, int64(60), rep.RequestsSent, "-count 6000 at 100 spans per request")
-	assert.Equal(t, sink.calls.Load(), rep.RequestsSent)
+	assert.Equal(t, sink.calls(), rep.RequestsSent)
 	assert.Equal(t, int64(12), rep.RequestsRefused)
 	assert.Equal(t, map[string]int64{"grpc Unavailable": 12, "partial success": 16}, rep.Errors)
 	assert.Equal(t, sink.accepted.Load(), rep.ItemsAccepted, "accepted count matches what the server kept")
 	assert.Equal(t, int64(16), rep.ItemsRejected)
 	assert.Equal(t, int64(1200), rep.ItemsRefused)
-	assert.Equal(t, 0, sink.dupes, "no span id is sent twice")
-	assert.True(t, sink.tokens["abc"], "-header reaches the server")
+	assert.Equal(t, 0, sink.dupes(), "no span id is sent twice")
+	assert.True(t, sink.sawHeader("x-token", "abc"), "-header reaches the server")
 	assert.Positive(t, rep.ItemsPerSecond)
 	assert.Positive(t, rep.LatencyMs["max"])
 }
 
 func TestDriveHTTP(t *testing.T) {
-	var calls, spans atomic.Int64
-	var badType atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := calls.Add(1)
-		if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			badType.Store(true)
+	sink, err := otlpsink.Start(func(path string) string {
+		if path == "/v1/traces" {
+			return otlpsink.Traces
 		}
-		body, _ := io.ReadAll(r.Body)
-		req := ptraceotlp.NewExportRequest()
-		if err := req.UnmarshalProto(body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+		return "" // answered 404: neither kept nor refused, so badType below
+	})
+	require.NoError(t, err)
+	defer sink.Close()
+	var calls atomic.Int64
+	sink.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
+		if calls.Add(1)%4 == 0 {
+			return http.StatusServiceUnavailable, nil, nil
 		}
-		if n%4 == 0 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		spans.Add(int64(req.Traces().SpanCount()))
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
+		return 0, nil, nil
+	})
 
-	o, err := parseFlags([]string{"-protocol", "http", "-endpoint", strings.TrimPrefix(srv.URL, "http://"),
+	o, err := parseFlags([]string{"-protocol", "http", "-endpoint", strings.TrimPrefix(sink.URL, "http://"),
 		"-batch", "20", "-count", "400", "-conns", "3", "-error-backoff", "0"}, io.Discard)
 	require.NoError(t, err)
 	rep, err := run(context.Background(), o)
 	require.NoError(t, err)
-	assert.False(t, badType.Load(), "requests go to /v1/traces as application/x-protobuf")
+	kept := sink.Requests()
+	badType := int64(len(kept)+sink.Refused()) != rep.RequestsSent
+	for _, r := range kept {
+		badType = badType || r.Header.Get("Content-Type") != "application/x-protobuf"
+	}
+	assert.False(t, badType, "requests go to /v1/traces as application/x-protobuf")
 	assert.Equal(t, int64(20), rep.RequestsSent)
 	assert.Equal(t, int64(5), rep.RequestsRefused)
 	assert.Equal(t, map[string]int64{"http 503": 5}, rep.Errors)
-	assert.Equal(t, spans.Load(), rep.ItemsAccepted)
+	assert.Equal(t, int64(sink.Count(otlpsink.Traces)), rep.ItemsAccepted)
 	assert.Equal(t, 3, rep.Workers, "http: one request in flight per connection")
 }
 

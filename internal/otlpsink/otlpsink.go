@@ -1,7 +1,8 @@
-// Package otlpsink is a fake OTLP/HTTP backend for tests and benchmarks: it
-// listens on 127.0.0.1, decodes real OTLP requests (protobuf or JSON, gzip or
-// not) for traces, metrics and logs, records what arrived with the request
-// headers, and answers what the test tells it to.
+// Package otlpsink is the fake OTLP backend of the tests and benchmarks: it
+// listens on 127.0.0.1 for OTLP/HTTP (Start) or OTLP/gRPC (StartGRPC),
+// decodes real OTLP requests (protobuf or JSON, gzip or not) for traces,
+// metrics and logs, records what arrived with the request headers, and
+// answers what the test tells it to.
 package otlpsink // import "github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -31,8 +33,11 @@ const (
 
 // Request is one decoded export request.
 type Request struct {
+	// Path is the URL path, or the full gRPC method name
+	// (/opentelemetry.proto.collector.trace.v1.TraceService/Export).
 	Path   string
 	Signal string
+	// Header holds the HTTP headers, or the incoming gRPC metadata.
 	Header http.Header
 	// Exactly one of these is set, by Signal.
 	Traces  ptrace.Traces
@@ -54,19 +59,24 @@ func (r Request) Items() int {
 
 // Respond decides the answer to a decoded request: an HTTP status and body.
 // Returning 0 answers 200 with an empty OTLP response. Requests answered
-// with anything but 200 are not kept.
+// with anything but 200 are not kept. Over gRPC the status becomes a gRPC
+// code (see grpcCode), a 200 body is the export response (e.g. one with a
+// partial success) and header is not used.
 type Respond func(Request) (status int, header http.Header, body []byte)
 
 // Sink is a running fake backend.
 type Sink struct {
-	URL string // http://127.0.0.1:port
+	URL  string // http://127.0.0.1:port (OTLP/HTTP)
+	Addr string // 127.0.0.1:port
 
-	srv      *http.Server
-	mu       sync.Mutex
-	kept     []Request
-	refused  int
-	respond  Respond
-	signalOf func(path string) string
+	stop      func()
+	mu        sync.Mutex
+	kept      []Request
+	refused   int
+	discarded atomic.Int64
+	discard   atomic.Bool
+	respond   Respond
+	signalOf  func(path string) string
 }
 
 // Start listens on a free 127.0.0.1 port. signalOf maps a request path to a
@@ -80,9 +90,10 @@ func Start(signalOf func(path string) string) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{URL: "http://" + l.Addr().String(), signalOf: signalOf}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve)}
-	go func() { _ = s.srv.Serve(l) }()
+	s := &Sink{URL: "http://" + l.Addr().String(), Addr: l.Addr().String(), signalOf: signalOf}
+	srv := &http.Server{Handler: http.HandlerFunc(s.serve)}
+	s.stop = func() { _ = srv.Close() }
+	go func() { _ = srv.Serve(l) }()
 	return s, nil
 }
 
@@ -103,8 +114,20 @@ func (s *Sink) SetRespond(r Respond) {
 	s.mu.Unlock()
 }
 
+// SetDiscard, for benchmarks, makes the OTLP/HTTP sink read each request on
+// a known path to its end and answer 200 with an empty response, without
+// decoding or keeping it: the sink then costs the machine little beside the
+// collector being measured. Discarded counts those requests.
+func (s *Sink) SetDiscard(on bool) { s.discard.Store(on) }
+
+// Discarded is the number of requests read and dropped in discard mode.
+func (s *Sink) Discarded() int { return int(s.discarded.Load()) }
+
 // Close stops the server.
-func (s *Sink) Close() error { return s.srv.Close() }
+func (s *Sink) Close() error {
+	s.stop()
+	return nil
+}
 
 // Requests returns the requests answered 200 so far.
 func (s *Sink) Requests() []Request {
@@ -137,6 +160,14 @@ func (s *Sink) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no such OTLP endpoint: "+req.Method+" "+req.URL.Path, http.StatusNotFound)
 		return
 	}
+	if s.discard.Load() {
+		_, _ = io.Copy(io.Discard, req.Body)
+		s.discarded.Add(1)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(emptyResponse(signal))
+		return
+	}
 	body, err := readBody(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -153,25 +184,9 @@ func (s *Sink) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
-	s.mu.Lock()
-	respond := s.respond
-	s.mu.Unlock()
-	status, header, respBody := 0, http.Header(nil), []byte(nil)
-	if respond != nil {
-		status, header, respBody = respond(r)
-	}
+	status, header, respBody := s.answer(r)
 	for k, v := range header {
 		w.Header()[k] = v
-	}
-	s.mu.Lock()
-	if status == 0 || status == http.StatusOK {
-		s.kept = append(s.kept, r)
-	} else {
-		s.refused++
-	}
-	s.mu.Unlock()
-	if status == 0 {
-		status = http.StatusOK
 	}
 	if respBody == nil && status == http.StatusOK {
 		respBody = emptyResponse(signal)
@@ -181,6 +196,29 @@ func (s *Sink) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(respBody)
+}
+
+// answer asks the responder about a decoded request, keeps or counts it as
+// refused, and returns the status (200 for the responder's 0).
+func (s *Sink) answer(r Request) (int, http.Header, []byte) {
+	s.mu.Lock()
+	respond := s.respond
+	s.mu.Unlock()
+	status, header, body := 0, http.Header(nil), []byte(nil)
+	if respond != nil {
+		status, header, body = respond(r)
+	}
+	if status == 0 {
+		status = http.StatusOK
+	}
+	s.mu.Lock()
+	if status == http.StatusOK {
+		s.kept = append(s.kept, r)
+	} else {
+		s.refused++
+	}
+	s.mu.Unlock()
+	return status, header, body
 }
 
 func readBody(req *http.Request) ([]byte, error) {

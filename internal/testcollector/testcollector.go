@@ -1,7 +1,10 @@
 // Package testcollector runs the otelcol-nemo binary built by `make build`
 // for end-to-end tests and benchmarks: it starts it with a preset from
 // configs/ on free loopback ports, waits for health_check, scrapes its own
-// metrics, and stops it with SIGTERM.
+// metrics, and stops it with SIGTERM. The same process handling (Process)
+// runs the tests' real peers, and BuildTool builds their helper programs.
+// Without the binary the tests that need it are skipped, or failed when
+// $OTELCOL_NEMO_REQUIRE_BINARY is set (as `make test` does).
 //
 // Presets take their listen address and ports from environment variables
 // (OTELCOL_LISTEN_HOST, OTLP_GRPC_PORT, ...), so the harness runs the preset
@@ -11,6 +14,7 @@ package testcollector // import "github.com/nemo-lens/otelcol-nemo/internal/test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,10 +23,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -53,18 +57,62 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
+// RequireBinaryEnv names the environment variable that turns a missing
+// binary from a skip into a failure. `make test` sets it: there the binary
+// was just built, so its absence is a defect, while a plain `go test ./...`
+// on a fresh clone has not built it.
+const RequireBinaryEnv = "OTELCOL_NEMO_REQUIRE_BINARY"
+
 // Binary returns the path of the collector binary: $OTELCOL_NEMO_BIN, or
-// _build/otelcol-nemo in the repository. It fails the test when it is missing.
+// _build/otelcol-nemo in the repository.
 func Binary(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv("OTELCOL_NEMO_BIN")
 	if bin == "" {
 		bin = filepath.Join(RepoRoot(t), "_build", "otelcol-nemo")
 	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("collector binary %s not found: run `make build` first (or `make test`, which builds it)", bin)
+	RequireFile(t, bin, "collector binary", "make build")
+	return bin
+}
+
+// RequireFile checks that a prebuilt file the test needs exists: without
+// it the test is skipped, with a message naming the make target that builds
+// it, or failed when $OTELCOL_NEMO_REQUIRE_BINARY is set.
+func RequireFile(t testing.TB, path, what, target string) {
+	t.Helper()
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s %s not found: run `%s` first (`make test` builds it)", what, path, target)
+	if os.Getenv(RequireBinaryEnv) != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// BuildTool compiles the main package pkg of this module (e.g.
+// "./bench/loadgen") into a temporary directory and returns the binary's
+// path. The timeout only guards against a hung build.
+func BuildTool(t testing.TB, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, GoTool(), "build", "-o", bin, pkg)
+	cmd.Dir = RepoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
+}
+
+// GoTool is the go command on PATH, or the one of the toolchain that built
+// the test when PATH has none.
+func GoTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // Config returns the path of a preset in configs/.
@@ -91,10 +139,7 @@ func FreePort(t testing.TB) int {
 // Collector is one running otelcol-nemo process.
 type Collector struct {
 	t       testing.TB
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	waitErr error
+	proc    *Process
 	stopped bool
 	mu      sync.Mutex
 
@@ -150,7 +195,6 @@ func start(t testing.TB, config string, opts Options) (*Collector, error) {
 		HTTPPort:    FreePort(t),
 		HealthPort:  FreePort(t),
 		MetricsPort: FreePort(t),
-		done:        make(chan struct{}),
 	}
 	c.Env = map[string]string{
 		"OTELCOL_LISTEN_HOST":  "127.0.0.1",
@@ -162,27 +206,7 @@ func start(t testing.TB, config string, opts Options) (*Collector, error) {
 	for k, v := range opts.Env {
 		c.Env[k] = v
 	}
-	c.logPath = filepath.Join(t.TempDir(), "collector.log")
-	logFile, err := os.Create(c.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.cmd = exec.Command(Binary(t), append([]string{"--config=" + config}, opts.Args...)...)
-	c.cmd.Env = os.Environ()
-	for k, v := range c.Env {
-		c.cmd.Env = append(c.cmd.Env, k+"="+v)
-	}
-	c.cmd.Stdout = logFile
-	c.cmd.Stderr = logFile
-	if err := c.cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("start collector: %v", err)
-	}
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		logFile.Close()
-		close(c.done)
-	}()
+	c.proc = StartProcess(t, "collector", Binary(t), append([]string{"--config=" + config}, opts.Args...), c.Env)
 	if !opts.NoWait {
 		if err := c.waitHealthy(); err != nil {
 			c.Kill()
@@ -202,35 +226,17 @@ func start(t testing.TB, config string, opts Options) (*Collector, error) {
 
 func (c *Collector) waitHealthy() error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/", c.HealthPort)
-	deadline := time.Now().Add(StartTimeout)
-	client := &http.Client{Timeout: time.Second}
-	for time.Now().Before(deadline) {
-		select {
-		case <-c.done:
-			return fmt.Errorf("collector exited during start-up (%v)", c.waitErr)
-		default:
-		}
-		resp, err := client.Get(url)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+	switch err := c.proc.WaitForOK(url, StartTimeout); {
+	case errors.Is(err, ErrExited):
+		return fmt.Errorf("collector exited during start-up (%v)", c.proc.Err())
+	case err != nil:
+		return fmt.Errorf("collector not healthy on %s after %s", url, StartTimeout)
 	}
-	return fmt.Errorf("collector not healthy on %s after %s", url, StartTimeout)
+	return nil
 }
 
 // Logs returns everything the collector wrote to stdout and stderr so far.
-func (c *Collector) Logs() string {
-	b, err := os.ReadFile(c.logPath)
-	if err != nil {
-		return fmt.Sprintf("(log unreadable: %v)", err)
-	}
-	return string(b)
-}
+func (c *Collector) Logs() string { return c.proc.Logs() }
 
 // Stop sends SIGTERM and waits for a clean exit. It fails the test when the
 // collector does not exit within StopTimeout or exits with an error.
@@ -239,21 +245,12 @@ func (c *Collector) Stop() {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
-	select {
-	case <-c.done:
-	default:
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(StopTimeout):
-			_ = c.cmd.Process.Kill()
-			<-c.done
-			c.t.Errorf("collector did not shut down within %s of SIGTERM; its log:\n%s", StopTimeout, c.Logs())
-			return
-		}
+	if !c.proc.Terminate(StopTimeout) {
+		c.t.Errorf("collector did not shut down within %s of SIGTERM; its log:\n%s", StopTimeout, c.Logs())
+		return
 	}
-	if c.waitErr != nil {
-		c.t.Errorf("collector exited with %v; its log:\n%s", c.waitErr, c.Logs())
+	if err := c.proc.Err(); err != nil {
+		c.t.Errorf("collector exited with %v; its log:\n%s", err, c.Logs())
 	}
 }
 
@@ -262,12 +259,11 @@ func (c *Collector) Kill() {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
-	_ = c.cmd.Process.Kill()
-	<-c.done
+	c.proc.Kill()
 }
 
 // Pid is the collector's process id.
-func (c *Collector) Pid() int { return c.cmd.Process.Pid }
+func (c *Collector) Pid() int { return c.proc.Pid() }
 
 // Metric scrapes the collector's own Prometheus endpoint and returns the sum
 // of every series of the named metric whose labels include all of labels
