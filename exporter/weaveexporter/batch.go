@@ -37,7 +37,7 @@ type spanRef struct {
 }
 
 // encodedSpan is a Span message as it will be sent: its encoding in the
-// incoming batch (or of a sanitised copy) followed by fields to append.
+// incoming batch (or of a sanitized copy) followed by fields to append.
 type encodedSpan struct {
 	body  []byte
 	extra []byte
@@ -161,7 +161,7 @@ func (r *router) split(td ptrace.Traces) (*batch, error) {
 // encodeResource fills out with the encoded header and scopes of rs, whose
 // encoding is rsField, re-encoding the resource when plan changes it. It
 // reports whether resource keys were renamed.
-func (r *router) encodeResource(b *batch, rs ptrace.ResourceSpans, plan *resourcePlan, rsField []byte, out *encodedResource) (bool, error) {
+func (*router) encodeResource(b *batch, rs ptrace.ResourceSpans, plan *resourcePlan, rsField []byte, out *encodedResource) (bool, error) {
 	var newResource []byte
 	var renames []keyRename
 	if plan.addEntity || plan.addProject || mapHasConflict(rs.Resource().Attributes(), "") {
@@ -184,7 +184,8 @@ func (r *router) encodeResource(b *batch, rs ptrace.ResourceSpans, plan *resourc
 	if err != nil {
 		return false, err
 	}
-	out.header = append(header, newResource...)
+	header = append(header, newResource...)
+	out.header = header
 	scopes := rs.ScopeSpans()
 	if len(scopeFields) != scopes.Len() {
 		return false, fmt.Errorf("%w: %d scope_spans encoded for %d in the batch", errMalformed, len(scopeFields), scopes.Len())
@@ -232,7 +233,7 @@ func rewriteResource(rs ptrace.ResourceSpans, plan *resourcePlan) ([]byte, []key
 	return appendLenField(nil, fieldResource, resources[0]), renames, nil
 }
 
-// spanRewrite collects spans that need a sanitised copy, so that all copies
+// spanRewrite collects spans that need a sanitized copy, so that all copies
 // are encoded at once.
 type spanRewrite struct {
 	scratch ptrace.Traces

@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	headerAPIKey    = "wandb-api-key"
+	headerAPIKey    = "wandb-api-key" //nolint:gosec // G101: the name of the header that carries the key, not a credential
 	headerProjectID = "project_id"
 
 	noticeInterval = time.Minute
@@ -163,7 +163,7 @@ func (e *weaveExporter) pushTraces(ctx context.Context, td ptrace.Traces) error 
 	return nil
 }
 
-func (e *weaveExporter) refusedError(st *pushState, b *batch) error {
+func (*weaveExporter) refusedError(st *pushState, b *batch) error {
 	return consumererror.NewPermanent(fmt.Errorf("weave did not take %d of %d spans: %w", st.lost, b.refCount, errors.Join(st.refused...)))
 }
 

@@ -137,14 +137,14 @@ func drainServer(b *testing.B) *httptest.Server {
 }
 
 func startBenchExporter(b *testing.B, f exporter.Factory, cfg component.Config) exporter.Traces {
-	exp, err := f.CreateTraces(context.Background(), exportertest.NewNopSettings(f.Type()), cfg)
+	exp, err := f.CreateTraces(b.Context(), exportertest.NewNopSettings(f.Type()), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+	if err := exp.Start(b.Context(), componenttest.NewNopHost()); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = exp.Shutdown(context.Background()) })
+	b.Cleanup(func() { _ = exp.Shutdown(context.Background()) }) //nolint:usetesting // b.Context() is already canceled when Cleanup functions run
 	return exp
 }
 
@@ -173,7 +173,7 @@ func weaveBenchExporter(b *testing.B, srv *httptest.Server, shape benchShape) ex
 }
 
 // BenchmarkExport measures the whole export path (regroup by project,
-// sanitise, encode, gzip, HTTP) of the stock otlp_http exporter and of
+// sanitize, encode, gzip, HTTP) of the stock otlp_http exporter and of
 // weave, sending the same read-only batches to the same local server, both
 // without queue or retry.
 func BenchmarkExport(b *testing.B) {
@@ -201,7 +201,7 @@ func BenchmarkExportPaired(b *testing.B) {
 		td := benchTraces(shape)
 		b.Run(shape.name, func(b *testing.B) {
 			stock, weave := stockExporter(b, srv), weaveBenchExporter(b, srv, shape)
-			ctx := context.Background()
+			ctx := b.Context()
 			var stockWall, weaveWall, stockCPU, weaveCPU time.Duration
 			b.ReportAllocs()
 			for b.Loop() {
@@ -233,7 +233,7 @@ func BenchmarkExportPaired(b *testing.B) {
 
 func runExportBench(b *testing.B, exp exporter.Traces, td ptrace.Traces, spans int) {
 	b.ReportAllocs()
-	ctx := context.Background()
+	ctx := b.Context()
 	for b.Loop() {
 		if err := exp.ConsumeTraces(ctx, td); err != nil {
 			b.Fatal(err)
@@ -243,7 +243,7 @@ func runExportBench(b *testing.B, exp exporter.Traces, td ptrace.Traces, spans i
 }
 
 // BenchmarkRegroup measures what the weave exporter adds before the HTTP
-// client compresses: regrouping, sanitising and streaming every request.
+// client compresses: regrouping, sanitizing and streaming every request.
 func BenchmarkRegroup(b *testing.B) {
 	for _, shape := range benchShapes {
 		td := benchTraces(shape)

@@ -1,7 +1,6 @@
 package weaveexporter
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,7 +60,7 @@ func TestAuthModes(t *testing.T) {
 			exp := h.startTraces(t, testConfig(f))
 			b := newTraceBuilder()
 			b.resource(project("acme", "llm"), "s", 2)
-			require.NoError(t, exp.ConsumeTraces(context.Background(), readOnly(b.td)))
+			require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 			assert.Equal(t, names("s", 2), f.accepted())
 		})
 	}
@@ -74,7 +73,7 @@ func TestAuthModes(t *testing.T) {
 		exp := h.startTraces(t, cfg)
 		b := newTraceBuilder()
 		b.resource(project("acme", "llm"), "s", 2)
-		err := exp.ConsumeTraces(context.Background(), readOnly(b.td))
+		err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "HTTP 401")
 		assert.Contains(t, err.Error(), "auth_mode (now header)")
@@ -98,7 +97,7 @@ func TestCompressionEncodings(t *testing.T) {
 			exp := h.startTraces(t, cfg)
 			b := newTraceBuilder()
 			b.resource(project("acme", "llm"), "s", 3)
-			require.NoError(t, exp.ConsumeTraces(context.Background(), readOnly(b.td)))
+			require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 			reqs := f.received()
 			require.Len(t, reqs, 1)
 			assert.Equal(t, tc.want, reqs[0].encoding)

@@ -37,17 +37,17 @@ func TestCreateTracesRefusesInvalidURL(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.APIKey = "k"
 	cfg.Deployment = DeploymentDedicated
-	_, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	_, err := NewFactory().CreateTraces(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
 	assert.ErrorContains(t, err, "host is required with deployment: dedicated")
 }
 
 func TestExporterDoesNotMutate(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.APIKey = "k"
-	exp, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	exp, err := NewFactory().CreateTraces(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, consumer.Capabilities{MutatesData: false}, exp.Capabilities())
-	require.NoError(t, exp.Shutdown(context.Background()))
+	require.NoError(t, exp.Shutdown(t.Context()))
 }
 
 func TestMetricsAndLogsAreRefused(t *testing.T) {
@@ -55,14 +55,14 @@ func TestMetricsAndLogsAreRefused(t *testing.T) {
 	cfg := f.CreateDefaultConfig()
 	set := exportertest.NewNopSettings(metadata.Type)
 
-	_, err := f.CreateMetrics(context.Background(), set, cfg)
+	_, err := f.CreateMetrics(t.Context(), set, cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "W&B Weave ingests traces, not metrics")
 	for _, alt := range []string{"prometheus", "otlp_http (e.g. to Honeycomb)", "jsonl_file"} {
 		assert.Contains(t, err.Error(), alt)
 	}
 
-	_, err = f.CreateLogs(context.Background(), set, cfg)
+	_, err = f.CreateLogs(t.Context(), set, cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "W&B Weave ingests traces, not logs")
 	for _, alt := range []string{"otlp_http (e.g. to Honeycomb)", "jsonl_file"} {
@@ -119,7 +119,7 @@ func TestCollectorRefusesWeaveOutsideTraces(t *testing.T) {
 	} {
 		t.Run(signal, func(t *testing.T) {
 			pipelines := map[string]any{"traces": traces, signal: traces}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 
 			err := newCollector(t, pipelines).DryRun(ctx)
@@ -134,7 +134,7 @@ func TestCollectorRefusesWeaveOutsideTraces(t *testing.T) {
 	}
 
 	t.Run("traces only starts", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		pipelines := map[string]any{"traces": traces}
 		require.NoError(t, newCollector(t, pipelines).DryRun(ctx))
@@ -152,9 +152,9 @@ func TestStartFailsOnBadClientSettings(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.APIKey = "k"
 	cfg.ClientConfig.TLS.CAFile = "/nonexistent/ca.pem"
-	exp, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	exp, err := NewFactory().CreateTraces(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
-	err = exp.Start(context.Background(), componenttest.NewNopHost())
+	err = exp.Start(t.Context(), componenttest.NewNopHost())
 	assert.ErrorContains(t, err, "create weave HTTP client")
-	require.NoError(t, exp.Shutdown(context.Background()))
+	require.NoError(t, exp.Shutdown(t.Context()))
 }

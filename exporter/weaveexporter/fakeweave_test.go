@@ -247,7 +247,7 @@ func (b *traceBuilder) resource(attrs map[string]any, prefix string, n int) ptra
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName("nemo_lens")
 	ss.Scope().SetVersion("1.2.3")
-	for i := 0; i < n; i++ {
+	for i := range n {
 		b.span(ss, fmt.Sprintf("%s-%d", prefix, i))
 	}
 	return rs
@@ -314,7 +314,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is already canceled when Cleanup functions run
 	set := metadatatest.NewSettings(tel)
 	core, logs := observer.New(zapcore.DebugLevel)
 	set.Logger = zap.New(core)
@@ -323,10 +323,10 @@ func newHarness(t *testing.T) *harness {
 
 // startTraces creates the exporter through the factory, as the collector does.
 func (h *harness) startTraces(t *testing.T, cfg *Config) exporter.Traces {
-	exp, err := NewFactory().CreateTraces(context.Background(), h.set, cfg)
+	exp, err := NewFactory().CreateTraces(t.Context(), h.set, cfg)
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is already canceled when Cleanup functions run
 	return exp
 }
 
@@ -335,8 +335,8 @@ func (h *harness) startTraces(t *testing.T, cfg *Config) exporter.Traces {
 func (h *harness) startExporter(t *testing.T, cfg *Config) *weaveExporter {
 	e, err := newWeaveExporter(cfg, h.set)
 	require.NoError(t, err)
-	require.NoError(t, e.start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, e.shutdown(context.Background())) })
+	require.NoError(t, e.start(t.Context(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, e.shutdown(context.Background())) }) //nolint:usetesting // t.Context() is already canceled when Cleanup functions run
 	return e
 }
 
@@ -367,9 +367,10 @@ func (h *harness) counter(t *testing.T, name string, attrs ...attribute.KeyValue
 // logged returns the messages logged at level or above.
 func (h *harness) logged(level zapcore.Level) []observer.LoggedEntry {
 	var out []observer.LoggedEntry
-	for _, e := range h.logs.All() {
-		if e.Level >= level {
-			out = append(out, e)
+	all := h.logs.All()
+	for i := range all {
+		if all[i].Level >= level {
+			out = append(out, all[i])
 		}
 	}
 	return out

@@ -155,7 +155,8 @@ func FuzzRequestEncoding(f *testing.F) {
 				attrs := rs.Resource().Attributes()
 				entity, _ := attrs.Get(attrEntity)
 				project, _ := attrs.Get(attrProject)
-				require.Equal(t, req.key, projectKey{entity: entity.AsString(), project: project.AsString()}, "a resource in another project's request")
+				got := projectKey{entity: entity.AsString(), project: project.AsString()}
+				require.Equal(t, req.key, got, "a resource in another project's request")
 				forEachSpan(rs, func(s ptrace.Span) { sent[req.key] = append(sent[req.key], s.SpanID()) })
 			}
 		}

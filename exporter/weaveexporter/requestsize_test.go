@@ -1,8 +1,8 @@
 package weaveexporter
 
 import (
-	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +32,7 @@ func TestTooLargeHalvesAndLearns(t *testing.T) {
 		return readOnly(b.td)
 	}
 
-	require.NoError(t, exp.ConsumeTraces(context.Background(), padded("s")))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), padded("s")))
 	assert.Equal(t, names("s", 10), f.accepted())
 	refused := 0
 	for _, r := range f.received() {
@@ -52,7 +52,7 @@ func TestTooLargeHalvesAndLearns(t *testing.T) {
 
 	// The next batch is cut to the learned size: no refusal.
 	before := len(f.received())
-	require.NoError(t, exp.ConsumeTraces(context.Background(), padded("t")))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), padded("t")))
 	for _, r := range f.received()[before:] {
 		assert.Equal(t, http.StatusOK, r.status)
 	}
@@ -61,10 +61,8 @@ func TestTooLargeHalvesAndLearns(t *testing.T) {
 
 func TestTooLargeSingleSpanIsDropped(t *testing.T) {
 	f := newFakeWeave(t, AuthModeHeader, func(_ int, req weaveRequest) weaveReply {
-		for _, s := range req.spans {
-			if s == "huge" {
-				return weaveReply{status: http.StatusRequestEntityTooLarge}
-			}
+		if slices.Contains(req.spans, "huge") {
+			return weaveReply{status: http.StatusRequestEntityTooLarge}
 		}
 		return weaveReply{status: http.StatusOK}
 	})
@@ -74,7 +72,7 @@ func TestTooLargeSingleSpanIsDropped(t *testing.T) {
 	rs := b.resource(project("acme", "llm"), "s", 3)
 	b.span(rs.ScopeSpans().At(0), "huge").Attributes().PutStr("payload", strings.Repeat("x", 10000))
 
-	err := exp.ConsumeTraces(context.Background(), readOnly(b.td))
+	err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
 	require.Error(t, err)
 	assert.True(t, consumererror.IsPermanent(err))
 	assert.Contains(t, err.Error(), `weave refused a request holding a single span ("huge"`)
@@ -98,7 +96,7 @@ func TestMaxRequestBytesSplitsBatches(t *testing.T) {
 		b.span(second, n)
 	}
 
-	require.NoError(t, exp.ConsumeTraces(context.Background(), readOnly(b.td)))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 	reqs := f.received()
 	assert.Greater(t, len(reqs), 3)
 	for _, r := range reqs {

@@ -1,8 +1,6 @@
 package weaveexporter
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,7 +61,7 @@ func TestRefusalsArePermanentAndSayWhatToCheck(t *testing.T) {
 			b.resource(project("acme", "llm"), "a", 2)
 			b.resource(project("acme", "rl"), "b", 1)
 
-			err := exp.ConsumeTraces(context.Background(), readOnly(b.td))
+			err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
 			require.Error(t, err)
 			assert.True(t, consumererror.IsPermanent(err), "%v", err)
 			for _, w := range tc.want {
@@ -89,7 +87,7 @@ func TestForbiddenProjectDoesNotStopOthers(t *testing.T) {
 	b.resource(project("acme", "secret"), "x", 2)
 	b.resource(project("acme", "llm"), "a", 3)
 
-	err := exp.ConsumeTraces(context.Background(), readOnly(b.td))
+	err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
 	require.Error(t, err)
 	assert.True(t, consumererror.IsPermanent(err))
 	assert.Contains(t, err.Error(), "weave did not take 2 of 5 spans")
@@ -121,7 +119,7 @@ func TestPartialSuccessIsLoggedCountedAndNotRetried(t *testing.T) {
 			b := newTraceBuilder()
 			b.resource(project("acme", "llm"), "s", 5)
 
-			require.NoError(t, exp.ConsumeTraces(context.Background(), readOnly(b.td)))
+			require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 			assert.Len(t, f.received(), 1, "a partial success is not retried")
 			assert.Equal(t, names("s", 5), f.accepted())
 			assert.Equal(t, int64(2), h.counter(t, metricRejected))
@@ -155,7 +153,7 @@ func TestRetryableStatusesAreRetriedWithoutDuplicates(t *testing.T) {
 			b.resource(project("acme", "rl"), "b", 2)
 			b.resource(project("acme", "llm"), "c", 1)
 
-			require.NoError(t, exp.ConsumeTraces(context.Background(), readOnly(b.td)))
+			require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 			reqs := f.received()
 			require.Len(t, reqs, 3)
 			assert.Equal(t, []string{"a-0", "a-1", "a-2", "c-0"}, reqs[0].spans)
@@ -179,7 +177,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	b := newTraceBuilder()
 	b.resource(project("acme", "llm"), "s", 4)
 
-	require.NoError(t, exp.ConsumeTraces(context.Background(), readOnly(b.td)))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 	assert.Len(t, f.received(), 2)
 	assert.Equal(t, names("s", 4), f.accepted())
 	var retryLog bool
@@ -207,13 +205,13 @@ func TestRetryableErrorCarriesOnlyWhatIsLeft(t *testing.T) {
 	b.resource(map[string]any{"service.name": "no-project"}, "d", 1)
 	b.resource(project("acme", "rl"), "c", 1)
 
-	err := e.pushTraces(context.Background(), readOnly(b.td))
+	err := e.pushTraces(t.Context(), readOnly(b.td))
 	require.Error(t, err)
 	assert.False(t, consumererror.IsPermanent(err))
 	assert.Contains(t, err.Error(), "Throttle (7s)")
 	assert.Contains(t, err.Error(), "busy or unavailable (HTTP 429")
 	var left consumererror.Traces
-	require.True(t, errors.As(err, &left))
+	require.ErrorAs(t, err, &left)
 	rest := left.Data()
 	require.Equal(t, 2, rest.ResourceSpans().Len())
 	assert.Equal(t, "b-0", rest.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Name())
@@ -264,7 +262,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 		b := newTraceBuilder()
 		b.resource(project("acme", "llm"), "s", 1)
 		b.resource(map[string]any{}, "nop", 1)
-		errs = append(errs, exp.ConsumeTraces(context.Background(), readOnly(b.td)))
+		errs = append(errs, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 	}
 	require.NoError(t, errs[0])
 	require.Error(t, errs[1])
@@ -292,7 +290,7 @@ func TestNetworkErrorsAreRetryable(t *testing.T) {
 	f.srv.Close()
 	b := newTraceBuilder()
 	b.resource(project("acme", "llm"), "s", 1)
-	err := e.pushTraces(context.Background(), readOnly(b.td))
+	err := e.pushTraces(t.Context(), readOnly(b.td))
 	require.Error(t, err)
 	assert.False(t, consumererror.IsPermanent(err))
 	assert.Contains(t, err.Error(), "send to weave")

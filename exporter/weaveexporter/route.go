@@ -100,7 +100,7 @@ func (r *router) plan(b *batch, rs ptrace.ResourceSpans) (resourcePlan, bool) {
 	return p, true
 }
 
-func (r *router) runIDProblem(rs ptrace.ResourceSpans, reason string) runIDProblem {
+func (*router) runIDProblem(rs ptrace.ResourceSpans, reason string) runIDProblem {
 	service, _ := attrString(rs.Resource().Attributes().Get(attrService))
 	return runIDProblem{spans: spanCount(rs), reason: reason, service: service}
 }

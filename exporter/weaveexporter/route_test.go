@@ -1,7 +1,6 @@
 package weaveexporter
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -33,7 +32,7 @@ func TestExportSplitsByProjectAndDropsSpansWithoutOne(t *testing.T) {
 	td := readOnly(b.td)
 	before := encoded(t, td)
 
-	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), td))
 
 	reqs := f.received()
 	require.Len(t, reqs, 3)
@@ -99,7 +98,7 @@ func TestRunLinking(t *testing.T) {
 		td := build()
 		before := encoded(t, td)
 
-		require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+		require.NoError(t, exp.ConsumeTraces(t.Context(), td))
 		reqs := f.received()
 		require.Len(t, reqs, 1)
 		got := reqs[0].traces
@@ -128,7 +127,7 @@ func TestRunLinking(t *testing.T) {
 		f := newFakeWeave(t, AuthModeHeader, nil)
 		h := newHarness(t)
 		exp := h.startTraces(t, testConfig(f))
-		require.NoError(t, exp.ConsumeTraces(context.Background(), build()))
+		require.NoError(t, exp.ConsumeTraces(t.Context(), build()))
 		got := f.received()[0].traces
 		assert.Nil(t, spanNamed(t, got, "l-0").Attributes().AsRaw()["wandb.wb_run_id"])
 		assert.Equal(t, int64(0), h.counter(t, metricLinked))
@@ -146,7 +145,7 @@ func TestMissingProjectWarningIsRateLimited(t *testing.T) {
 		b := newTraceBuilder()
 		b.resource(map[string]any{"service.name": "megatron"}, "x", 2)
 		b.resource(project("acme", "llm"), "ok", 1)
-		require.NoError(t, e.pushTraces(context.Background(), readOnly(b.td)))
+		require.NoError(t, e.pushTraces(t.Context(), readOnly(b.td)))
 	}
 
 	push()

@@ -1,7 +1,6 @@
 package weaveexporter
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -229,7 +228,7 @@ func TestDottedKeyConflictsAreRenamed(t *testing.T) {
 	td := readOnly(b.td)
 	before := encoded(t, td)
 
-	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), td))
 	reqs := f.received()
 	require.Len(t, reqs, 1)
 	got := reqs[0].traces
@@ -273,7 +272,7 @@ func TestDottedKeyConflictsAreRenamed(t *testing.T) {
 	}, renames)
 
 	// The same renames in a later batch are counted, not logged again.
-	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), td))
 	assert.Equal(t, int64(10), h.counter(t, metricRenamed))
 	again := 0
 	for _, e := range h.logged(zapcore.InfoLevel) {

@@ -9,7 +9,7 @@ import (
 
 // Requests are assembled from the protobuf encoding of the incoming batch
 // instead of from copies of its pdata, which would cost several times the
-// marshalling itself. This relies only on the OTLP wire format:
+// marshaling itself. This relies only on the OTLP wire format:
 //
 //	ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
 //	ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; string schema_url = 3; }

@@ -5,7 +5,6 @@
 package goldentest // import "github.com/nemo-lens/otelcol-nemo/internal/goldentest"
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
@@ -30,7 +29,7 @@ func Traces(t *testing.T, factory processor.Factory, cfg component.Config, dir s
 	input, err := golden.ReadTraces(filepath.Join(dir, "input.yaml"))
 	require.NoError(t, err)
 
-	ctx := context.Background()
+	ctx := t.Context()
 	sink := new(consumertest.TracesSink)
 	tp, err := factory.CreateTraces(ctx, processortest.NewNopSettings(factory.Type()), cfg, sink)
 	require.NoError(t, err)

@@ -289,7 +289,7 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	return nil
 }
 
-func (r Rank) emitLog(ctx context.Context, logger otellog.Logger, sev otellog.Severity, at time.Time, msg string, it int) {
+func (Rank) emitLog(ctx context.Context, logger otellog.Logger, sev otellog.Severity, at time.Time, msg string, it int) {
 	var rec otellog.Record
 	rec.SetTimestamp(at)
 	rec.SetSeverity(sev)
@@ -329,10 +329,9 @@ func Job(ctx context.Context, ranks []Rank) ([]Result, error) {
 	)
 	results := make([]Result, len(ranks))
 	ranks = withSchedules(ranks)
-	for i, r := range ranks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for i := range ranks {
+		r := &ranks[i]
+		wg.Go(func() {
 			res, err := r.Run(ctx)
 			results[i] = res
 			if err != nil {
@@ -340,7 +339,7 @@ func Job(ctx context.Context, ranks []Rank) ([]Result, error) {
 				errs = append(errs, fmt.Errorf("rank %d: %w", r.Rank, err))
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)

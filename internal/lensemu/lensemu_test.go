@@ -1,7 +1,6 @@
 package lensemu
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +34,7 @@ func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
 		ranks[i].Protocol = HTTP
 		ranks[i].NoMetrics, ranks[i].NoLogs = true, true
 	}
-	results, err := Job(context.Background(), ranks)
+	results, err := Job(t.Context(), ranks)
 	require.NoError(t, err)
 
 	steps := map[[2]int64]map[string]stepSpan{}
@@ -56,8 +55,10 @@ func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
 			rv, _ := rs.Resource().Attributes().Get("nv.dl.rank")
 			rank := rv.Int()
 			forEachSpan(rs, func(s ptrace.Span) {
-				ss := stepSpan{rank: rank, name: s.Name(), start: s.StartTimestamp().AsTime(), end: s.EndTimestamp().AsTime(),
-					trace: s.TraceID(), root: s.ParentSpanID().IsEmpty()}
+				ss := stepSpan{
+					rank: rank, name: s.Name(), start: s.StartTimestamp().AsTime(), end: s.EndTimestamp().AsTime(),
+					trace: s.TraceID(), root: s.ParentSpanID().IsEmpty(),
+				}
 				if _, isStep := s.Attributes().Get("megatron.num_microbatches"); isStep {
 					it, _ := s.Attributes().Get("megatron.iteration")
 					ss.iteration = it.Int()
@@ -81,8 +82,8 @@ func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
 	}
 	assert.Equal(t, Sum(results).Spans, int64(received), "every acknowledged span arrived")
 	want := 0
-	for _, r := range ranks {
-		want += JobSpans + r.Steps*SpansPerStep(2)
+	for i := range ranks {
+		want += JobSpans + ranks[i].Steps*SpansPerStep(2)
 	}
 	assert.Equal(t, want, received, "span counts per step are unchanged")
 	return steps
@@ -142,7 +143,7 @@ func TestJobIsSynchronous(t *testing.T) {
 			wantStep = 3*DefaultComputeDuration + GradSyncTime + OptimizerTime
 		}
 		assert.Equal(t, wantStep, dur(ref), "iteration %d", it)
-		for rank := int64(0); rank < 4; rank++ {
+		for rank := range int64(4) {
 			s := steps[[2]int64{rank, it}]
 			assert.Equal(t, ref.start, s["megatron.train_step"].start, "steps start together")
 			assert.Equal(t, ref.end, s["megatron.train_step"].end, "steps end together")
@@ -178,10 +179,10 @@ func TestJobUnsynchronised(t *testing.T) {
 }
 
 func TestTimingFieldsMustAgree(t *testing.T) {
-	_, err := Rank{StepDuration: func(int) time.Duration { return time.Second }}.Run(context.Background())
+	_, err := Rank{StepDuration: func(int) time.Duration { return time.Second }}.Run(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set Unsynchronised, or set ComputeDuration")
-	_, err = Rank{Unsynchronised: true, ComputeDuration: func(int) time.Duration { return time.Second }}.Run(context.Background())
+	_, err = Rank{Unsynchronised: true, ComputeDuration: func(int) time.Duration { return time.Second }}.Run(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "an Unsynchronised rank's step lasts StepDuration")
 }

@@ -37,7 +37,8 @@ func (s *schedule) stepDuration(it int) time.Duration {
 // newSchedule builds the schedule of ranks that train together.
 func newSchedule(ranks []Rank) *schedule {
 	s := &schedule{}
-	for _, r := range ranks {
+	for i := range ranks {
+		r := ranks[i] // a copy: defaults() must not change the caller's ranks
 		r.defaults()
 		for it := 1; it <= r.Steps; it++ {
 			if len(s.slowest) < it {
@@ -73,7 +74,7 @@ func (r Rank) timeline() (time.Time, func(int) time.Duration) {
 // rank has computed too and the all-reduce is done, then runs the optimizer.
 // Children end (and so are exported) before their parents, as in a real job.
 func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, compute, slowest time.Duration) {
-	at := func(d time.Duration) time.Time { return start.Add(d) }
+	at := start.Add
 	ctx, step := r.startStep(ctx, tracer, it, start)
 	r.emitForwardBackward(ctx, tracer, start, compute)
 	syncEnd := slowest + GradSyncTime
@@ -136,7 +137,7 @@ func (r Rank) emitOptimizer(ctx context.Context, tracer trace.Tracer, it int, fr
 	opt.End(trace.WithTimestamp(to))
 }
 
-func (r Rank) emitSpan(ctx context.Context, tracer trace.Tracer, name string, from, to time.Time) {
+func (Rank) emitSpan(ctx context.Context, tracer trace.Tracer, name string, from, to time.Time) {
 	_, s := tracer.Start(ctx, name, trace.WithTimestamp(from))
 	s.End(trace.WithTimestamp(to))
 }
@@ -146,9 +147,9 @@ func (r Rank) emitSpan(ctx context.Context, tracer trace.Tracer, name string, fr
 func withSchedules(ranks []Rank) []Rank {
 	ranks = slices.Clone(ranks)
 	byRun := map[string][]Rank{}
-	for _, r := range ranks {
-		if !r.Unsynchronised {
-			byRun[r.RunID] = append(byRun[r.RunID], r)
+	for i := range ranks {
+		if !ranks[i].Unsynchronised {
+			byRun[ranks[i].RunID] = append(byRun[ranks[i].RunID], ranks[i])
 		}
 	}
 	scheds := make(map[string]*schedule, len(byRun))

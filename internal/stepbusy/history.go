@@ -55,11 +55,12 @@ func (h *History[K]) get(rank K, create bool) *recent {
 		return r
 	}
 	r := h.prev[rank]
-	if r != nil {
+	switch {
+	case r != nil:
 		delete(h.prev, rank)
-	} else if !create {
+	case !create:
 		return nil
-	} else {
+	default:
 		r = &recent{busy: make([]int64, 0, h.steps)}
 	}
 	if len(h.cur) >= h.limit {

@@ -94,11 +94,12 @@ func (tl *Timeline[K]) get(rank K, create bool) *rankSteps {
 		return r
 	}
 	r := tl.prev[rank]
-	if r != nil {
+	switch {
+	case r != nil:
 		delete(tl.prev, rank)
-	} else if !create {
+	case !create:
 		return nil
-	} else {
+	default:
 		r = &rankSteps{}
 	}
 	if len(tl.cur) >= tl.limit {

@@ -38,7 +38,7 @@ func TestTimelinePlace(t *testing.T) {
 
 func TestTimelineRemembersRecentSteps(t *testing.T) {
 	tl := NewTimeline[int](8)
-	for it := int64(0); it < 10; it++ {
+	for it := range int64(10) {
 		tl.Add(1, it, it*100, it*100+90)
 	}
 	it, p := tl.Place(1, 950)

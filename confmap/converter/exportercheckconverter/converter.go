@@ -89,8 +89,7 @@ func checkHTTPEndpoint(id string, cfg map[string]any) []error {
 	endpoint, _ := cfg["endpoint"].(string)
 	trimmed := strings.TrimRight(endpoint, "/")
 	for _, signal := range signalPaths {
-		if strings.HasSuffix(trimmed, "/v1/"+signal) {
-			base := strings.TrimSuffix(trimmed, "/v1/"+signal)
+		if base, ok := strings.CutSuffix(trimmed, "/v1/"+signal); ok {
 			return []error{fmt.Errorf("exporters::%s::endpoint %q already ends in /v1/%s, and the exporter appends /v1/<signal> to `endpoint`: "+
 				"it would send to %s/v1/%s and get 404. Set `%s_endpoint: %q` (sent as written) instead of `endpoint`, or `endpoint: %q`",
 				id, endpoint, signal, trimmed, signal, signal, endpoint, base)}

@@ -1,7 +1,6 @@
 package exportercheckconverter
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,7 +11,7 @@ import (
 func convert(t *testing.T, raw map[string]any) error {
 	t.Helper()
 	c := NewFactory().Create(confmap.ConverterSettings{})
-	return c.Convert(context.Background(), confmap.NewFromStringMap(raw))
+	return c.Convert(t.Context(), confmap.NewFromStringMap(raw))
 }
 
 func receiver(grpc, http string) map[string]any {

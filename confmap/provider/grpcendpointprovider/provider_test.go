@@ -1,7 +1,6 @@
 package grpcendpointprovider
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,14 +30,14 @@ func TestHostPort(t *testing.T) {
 func TestRetrieve(t *testing.T) {
 	env := map[string]string{"EP": "https://otlp.example.com/otlp", "BAD": "nohost"}
 	p := &provider{lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
-	r, err := p.Retrieve(context.Background(), "grpcendpoint:EP", nil)
+	r, err := p.Retrieve(t.Context(), "grpcendpoint:EP", nil)
 	require.NoError(t, err)
 	v, err := r.AsRaw()
 	require.NoError(t, err)
 	assert.Equal(t, "otlp.example.com:443", v)
 
-	_, err = p.Retrieve(context.Background(), "grpcendpoint:UNSET", nil)
+	_, err = p.Retrieve(t.Context(), "grpcendpoint:UNSET", nil)
 	require.ErrorContains(t, err, "UNSET is required")
-	_, err = p.Retrieve(context.Background(), "grpcendpoint:BAD", nil)
+	_, err = p.Retrieve(t.Context(), "grpcendpoint:BAD", nil)
 	require.ErrorContains(t, err, "environment variable BAD")
 }

@@ -1,7 +1,6 @@
 package otlpheadersprovider
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,18 +45,18 @@ func TestRetrieve(t *testing.T) {
 		v, ok := map[string]string{"H": "dd-api-key=secret"}[k]
 		return v, ok
 	}}
-	ret, err := p.Retrieve(context.Background(), "otlpheaders:H", nil)
+	ret, err := p.Retrieve(t.Context(), "otlpheaders:H", nil)
 	require.NoError(t, err)
 	raw, err := ret.AsRaw()
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"dd-api-key": "secret"}, raw)
 
-	ret, err = p.Retrieve(context.Background(), "otlpheaders:UNSET", nil)
+	ret, err = p.Retrieve(t.Context(), "otlpheaders:UNSET", nil)
 	require.NoError(t, err)
 	raw, err = ret.AsRaw()
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{}, raw)
 
-	_, err = (&provider{lookup: func(string) (string, bool) { return "k=%zz", true }}).Retrieve(context.Background(), "otlpheaders:H", nil)
+	_, err = (&provider{lookup: func(string) (string, bool) { return "k=%zz", true }}).Retrieve(t.Context(), "otlpheaders:H", nil)
 	assert.ErrorContains(t, err, "environment variable H")
 }

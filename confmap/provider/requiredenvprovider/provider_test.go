@@ -1,7 +1,6 @@
 package requiredenvprovider
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,28 +20,28 @@ func TestValidateProviderScheme(t *testing.T) {
 func TestRetrieve(t *testing.T) {
 	p := newProvider(map[string]string{"WANDB_API_KEY": "secret-123", "EMPTY": ""})
 
-	ret, err := p.Retrieve(context.Background(), "required:WANDB_API_KEY", nil)
+	ret, err := p.Retrieve(t.Context(), "required:WANDB_API_KEY", nil)
 	require.NoError(t, err)
 	raw, err := ret.AsRaw()
 	require.NoError(t, err)
 	assert.Equal(t, "secret-123", raw)
 
 	for _, name := range []string{"MISSING", "EMPTY"} {
-		_, err = p.Retrieve(context.Background(), "required:"+name, nil)
+		_, err = p.Retrieve(t.Context(), "required:"+name, nil)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "environment variable "+name+" is required")
 	}
 
-	_, err = p.Retrieve(context.Background(), "required:1BAD", nil)
+	_, err = p.Retrieve(t.Context(), "required:1BAD", nil)
 	assert.ErrorContains(t, err, "invalid name")
-	_, err = p.Retrieve(context.Background(), "env:WANDB_API_KEY", nil)
+	_, err = p.Retrieve(t.Context(), "env:WANDB_API_KEY", nil)
 	assert.ErrorContains(t, err, "not supported")
 }
 
 // A value is never echoed in an error: only the variable's name is.
 func TestErrorsDoNotLeakValues(t *testing.T) {
 	p := newProvider(map[string]string{"K": "top-secret"})
-	_, err := p.Retrieve(context.Background(), "required:k", nil)
+	_, err := p.Retrieve(t.Context(), "required:k", nil)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "top-secret")
 }

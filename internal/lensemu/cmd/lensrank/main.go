@@ -206,7 +206,9 @@ func writeReport(path string, rep report) error {
 		return err
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	// The report holds span counts, nothing secret, and the e2e test that
+	// reads it need not run as the user SLURM runs the rank as.
+	if err := os.WriteFile(tmp, b, 0o644); err != nil { //nolint:gosec // G306: see above
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
