@@ -1,6 +1,6 @@
 // Package bench measures the otelcol-nemo binary under NeMo Lens-shaped load.
 //
-//   - loadgen/ is the load generator (a command): requests marshalled once and
+//   - loadgen/ is the load generator (a command): requests marshaled once and
 //     patched per send, over raw gRPC or HTTP/protobuf, at a fixed rate or as
 //     fast as the collector accepts.
 //   - configs/ holds the collector configs of the benchmark scenarios.

@@ -108,13 +108,13 @@ func measureGenerator(t *testing.T, c *testcollector.Collector, r *generatorResu
 // module proxy) into a temporary directory.
 func installTelemetrygen(t *testing.T) (string, error) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testcollector.GoTool(), "install", telemetrygenModule)
+	cmd := exec.CommandContext(ctx, testcollector.GoTool(), "install", telemetrygenModule) //nolint:gosec // G204: the go tool installing a module pinned by a constant, no external input
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOBIN="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s: %v: %s", telemetrygenModule, err, firstLine(string(out)))
+		return "", fmt.Errorf("go install %s: %w: %s", telemetrygenModule, err, firstLine(string(out)))
 	}
 	return filepath.Join(dir, "telemetrygen"), nil
 }
@@ -142,7 +142,7 @@ func runTelemetrygen(bin, endpoint string, length time.Duration) (float64, float
 		traces += n
 	}
 	if err != nil {
-		return secs, 2 * traces, cpu, fmt.Errorf("telemetrygen: %v: %s", err, lastLines(string(out), 3))
+		return secs, 2 * traces, cpu, fmt.Errorf("telemetrygen: %w: %s", err, lastLines(string(out), 3))
 	}
 	return length.Seconds(), 2 * traces, cpu, nil
 }

@@ -80,9 +80,9 @@ type loadgenReport struct {
 
 // runLoadgen runs the generator to completion (it stops by itself; the
 // context only guards against a hang) and returns its report and CPU time.
-func runLoadgen(t testing.TB, bin string, limit time.Duration, args ...string) (loadgenReport, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+func runLoadgen(tb testing.TB, bin string, limit time.Duration, args ...string) (loadgenReport, error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(tb.Context(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stderr strings.Builder
@@ -90,13 +90,16 @@ func runLoadgen(t testing.TB, bin string, limit time.Duration, args ...string) (
 	out, err := cmd.Output()
 	var rep loadgenReport
 	if jerr := json.Unmarshal(out, &rep); jerr != nil {
-		return rep, fmt.Errorf("loadgen %v: %v (report unreadable: %v)\n%s", args, err, jerr, stderr.String())
+		if err == nil { // a clean exit: %w would print a nil error as "%!w(<nil>)"
+			return rep, fmt.Errorf("loadgen %v: <nil> (report unreadable: %w)\n%s", args, jerr, stderr.String())
+		}
+		return rep, fmt.Errorf("loadgen %v: %w (report unreadable: %w)\n%s", args, err, jerr, stderr.String())
 	}
 	if cmd.ProcessState != nil {
 		rep.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	}
 	if err != nil {
-		return rep, fmt.Errorf("loadgen %v: %v\n%s", args, err, stderr.String())
+		return rep, fmt.Errorf("loadgen %v: %w\n%s", args, err, stderr.String())
 	}
 	return rep, nil
 }
@@ -136,14 +139,14 @@ func waitDrained(c *testcollector.Collector, batchTimeout time.Duration) {
 // returns its base URL: it reads and discards every request and answers 200
 // with an empty export response, so the exporter is measured and not a
 // remote service.
-func startSink(t testing.TB) string {
-	t.Helper()
+func startSink(tb testing.TB) string {
+	tb.Helper()
 	s, err := otlpsink.Start(nil)
 	if err != nil {
-		t.Fatalf("start the OTLP sink: %v", err)
+		tb.Fatalf("start the OTLP sink: %v", err)
 	}
 	s.SetDiscard(true)
-	t.Cleanup(func() { _ = s.Close() })
+	tb.Cleanup(func() { _ = s.Close() })
 	return s.URL
 }
 
@@ -161,14 +164,14 @@ func loadAvg() string {
 }
 
 // componentList returns the component names the binary was built with.
-func componentList(t testing.TB) map[string]bool {
-	t.Helper()
-	out, err := testcollector.Run(t, nil, "components")
+func componentList(tb testing.TB) map[string]bool {
+	tb.Helper()
+	out, err := testcollector.Run(tb, nil, "components")
 	if err != nil {
-		t.Fatalf("otelcol-nemo components: %v\n%s", err, out)
+		tb.Fatalf("otelcol-nemo components: %v\n%s", err, out)
 	}
 	names := map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
+	for line := range strings.SplitSeq(out, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "- name: "); ok {
 			names[strings.TrimSpace(v)] = true
 		}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 )
 
 func TestProcReaders(t *testing.T) {
@@ -39,9 +40,9 @@ func TestProcReaders(t *testing.T) {
 func TestPending(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.MkdirAll(root+"/bench/configs", 0o755))
-	require.NoError(t, os.WriteFile(root+"/bench/configs/have.yaml", nil, 0o644))
+	require.NoError(t, os.WriteFile(root+"/bench/configs/have.yaml", nil, 0o600))
 	built := map[string]bool{"nop": true}
-	assert.Equal(t, "", pending(root, scenario{config: "bench/configs/have.yaml", requires: []string{"nop"}}, built))
+	assert.Empty(t, pending(root, scenario{config: "bench/configs/have.yaml", requires: []string{"nop"}}, built))
 	assert.Equal(t, "needs bench/configs/missing.yaml", pending(root, scenario{config: "bench/configs/missing.yaml"}, built))
 	assert.Equal(t, "the binary lacks weave (make build)", pending(root, scenario{config: "bench/configs/have.yaml", requires: []string{"weave"}}, built))
 	assert.Contains(t, pending(root, scenario{config: "bench/configs/missing.yaml", requires: []string{"weave"}}, built), "needs weave in the build and")

@@ -35,7 +35,7 @@ func writeJSON(path string, results []scenarioResult, gens []generatorResult) er
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil { //nolint:gosec // G306: benchmark results with no secrets, meant to be readable like any output file
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -45,7 +45,7 @@ func writeJSON(path string, results []scenarioResult, gens []generatorResult) er
 func machine() (cpu, mem, kernel string) {
 	cpu, mem, kernel = "?", "?", "?"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
+		for line := range strings.SplitSeq(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "model name"); ok {
 				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
 				break
@@ -85,7 +85,7 @@ func moduleVersions(root string) string {
 		return "?"
 	}
 	var core, contrib string
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 4 || f[1] != "gomod:" {
 			continue
@@ -134,8 +134,8 @@ func thousands(v float64) string {
 
 func renderReport(t *testing.T, in reportInput) string {
 	byName := map[string]scenarioResult{}
-	for _, r := range in.results {
-		byName[r.Name] = r
+	for i := range in.results {
+		byName[in.results[i].Name] = in.results[i]
 	}
 	cpu, mem, kernel := machine()
 	version, _ := testcollector.Run(t, nil, "--version")
@@ -200,7 +200,8 @@ func renderReport(t *testing.T, in reportInput) string {
 		w("## %s\n\n%s\n\n", title, intro)
 		w("| scenario | pipeline | spans/s | vs baseline | CPU-s / M spans | vs baseline | cores avg | cores peak | peak RSS MiB | vs baseline | ack p99 ms | bytes / span | refused spans | generator CPU-s / M |\n")
 		w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, r := range in.results {
+		for i := range in.results {
+			r := &in.results[i]
 			p, ok := r.phase(phaseName)
 			if !ok {
 				continue
@@ -230,14 +231,15 @@ func renderReport(t *testing.T, in reportInput) string {
 	table("Fixed 10,000 spans/s", "10k/s", "The contrib testbed's budget for 10k spans/s OTLP is 20% of a core and 100 MiB.")
 
 	var pendingRows []scenarioResult
-	for _, r := range in.results {
-		if r.Status != "ok" {
-			pendingRows = append(pendingRows, r)
+	for i := range in.results {
+		if in.results[i].Status != "ok" {
+			pendingRows = append(pendingRows, in.results[i])
 		}
 	}
 	if len(pendingRows) > 0 {
 		w("## Not measured in this run\n\n| scenario | pipeline | baseline | status |\n|---|---|---|---|\n")
-		for _, r := range pendingRows {
+		for i := range pendingRows {
+			r := &pendingRows[i]
 			w("| %s | %s | %s | %s |\n", r.Name, r.What, r.Baseline, r.Status)
 		}
 		w("\nA pending scenario runs as soon as its config exists under `bench/configs/` and its component is in the\n")
@@ -256,7 +258,7 @@ func renderReport(t *testing.T, in reportInput) string {
 	} else if micro, err := os.ReadFile(in.microPath); err != nil {
 		w("Unavailable: %v\n", err)
 	} else {
-		w("`go test -run '^$' -bench . -benchmem -count 6 -benchtime 200ms` (`BENCH_COUNT`, `BENCH_TIME`) over the packages that have benchmarks, summarised by benchstat:\n\n```\n%s\n```\n", strings.TrimSpace(string(micro)))
+		w("`go test -run '^$' -bench . -benchmem -count 6 -benchtime 200ms` (`BENCH_COUNT`, `BENCH_TIME`) over the packages that have benchmarks, summarized by benchstat:\n\n```\n%s\n```\n", strings.TrimSpace(string(micro)))
 	}
 	return b.String()
 }
@@ -265,8 +267,9 @@ func renderReport(t *testing.T, in reportInput) string {
 // start of a phase.
 func loadRange(results []scenarioResult) (lo, hi float64) {
 	first := true
-	for _, r := range results {
-		for _, p := range r.Phases {
+	for i := range results {
+		for j := range results[i].Phases {
+			p := &results[i].Phases[j]
 			var v float64
 			if _, err := fmt.Sscanf(p.LoadAvg, "%g", &v); err != nil {
 				continue

@@ -94,64 +94,100 @@ var thousandRanksStragglers = append([]string{"-stragglers", "10"}, thousandRank
 func scenarioList() []scenario {
 	std := []phase{saturation, fixed100k}
 	return []scenario{
-		{name: "ceiling", what: "OTLP -> batch -> nop, 8 ranks", config: "bench/configs/ceiling.yaml",
-			phases: []phase{saturation, fixed100k, fixed10k}},
-		{name: "ceiling_1000_ranks", what: "OTLP -> batch -> nop, 1,000 ranks", config: "bench/configs/ceiling.yaml",
-			baseline: "ceiling", loadgen: thousandRanks, phases: std},
-		{name: "file", what: "OTLP -> batch -> stock `file` (json)", config: "bench/configs/file.yaml",
-			baseline: "ceiling", phases: std},
+		{
+			name: "ceiling", what: "OTLP -> batch -> nop, 8 ranks", config: "bench/configs/ceiling.yaml",
+			phases: []phase{saturation, fixed100k, fixed10k},
+		},
+		{
+			name: "ceiling_1000_ranks", what: "OTLP -> batch -> nop, 1,000 ranks", config: "bench/configs/ceiling.yaml",
+			baseline: "ceiling", loadgen: thousandRanks, phases: std,
+		},
+		{
+			name: "file", what: "OTLP -> batch -> stock `file` (json)", config: "bench/configs/file.yaml",
+			baseline: "ceiling", phases: std,
+		},
 		// jsonl_file versus the stock file exporter.
-		{name: "jsonl_file", what: "OTLP -> batch -> `jsonl_file`", config: "bench/configs/jsonl_file.yaml",
-			requires: []string{"jsonl_file"}, baseline: "file", phases: std},
-		{name: "filter_single_rank", what: "OTLP -> stock `filter` (OTTL: keep rank 999) -> batch -> nop, 1,000 ranks",
-			config: "bench/configs/filter_single_rank.yaml", baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
+		{
+			name: "jsonl_file", what: "OTLP -> batch -> `jsonl_file`", config: "bench/configs/jsonl_file.yaml",
+			requires: []string{"jsonl_file"}, baseline: "file", phases: std,
+		},
+		{
+			name: "filter_single_rank", what: "OTLP -> stock `filter` (OTTL: keep rank 999) -> batch -> nop, 1,000 ranks",
+			config: "bench/configs/filter_single_rank.yaml", baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std,
+		},
 		// rank_strategy single_rank, then sampled 10% with straggler retention on.
-		{name: "rank_strategy_single_rank", what: "OTLP -> `rank_strategy` (single_rank) -> batch -> nop, 1,000 ranks",
+		{
+			name: "rank_strategy_single_rank", what: "OTLP -> `rank_strategy` (single_rank) -> batch -> nop, 1,000 ranks",
 			config: "bench/configs/rank_strategy_single_rank.yaml", requires: []string{"rank_strategy"},
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
-		{name: "rank_strategy_sampled", what: "OTLP -> `rank_strategy` (sampled 10%, straggler retention) -> batch -> nop, 1,000 ranks, 10 stragglers",
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std,
+		},
+		{
+			name: "rank_strategy_sampled", what: "OTLP -> `rank_strategy` (sampled 10%, straggler retention) -> batch -> nop, 1,000 ranks, 10 stragglers",
 			config: "bench/configs/rank_strategy_sampled.yaml", requires: []string{"rank_strategy"},
-			baseline: "ceiling_1000_ranks", loadgen: append([]string{"-stragglers", "10"}, thousandRanks...), phases: std},
+			baseline: "ceiling_1000_ranks", loadgen: append([]string{"-stragglers", "10"}, thousandRanks...), phases: std,
+		},
 		// Run id with and without nemo_run; the ranks minted their own run ids.
-		{name: "nemo_run", what: "OTLP -> `nemo_run` -> batch -> nop, 1,000 ranks with per-process run ids",
+		{
+			name: "nemo_run", what: "OTLP -> `nemo_run` -> batch -> nop, 1,000 ranks with per-process run ids",
 			config: "bench/configs/nemo_run.yaml", requires: []string{"nemo_run"},
-			baseline: "ceiling_1000_ranks", loadgen: append([]string{"-run-id", "random"}, thousandRanks...), phases: std},
-		{name: "otlp_http", what: "OTLP -> batch -> stock `otlp_http` -> local sink", config: "bench/configs/otlp_http.yaml",
-			baseline: "ceiling", sink: true, phases: std},
+			baseline: "ceiling_1000_ranks", loadgen: append([]string{"-run-id", "random"}, thousandRanks...), phases: std,
+		},
+		{
+			name: "otlp_http", what: "OTLP -> batch -> stock `otlp_http` -> local sink", config: "bench/configs/otlp_http.yaml",
+			baseline: "ceiling", sink: true, phases: std,
+		},
 		// weave versus the stock otlp_http exporter to the same sink.
-		{name: "weave", what: "OTLP -> batch -> `weave` -> local sink", config: "bench/configs/weave.yaml",
-			requires: []string{"weave"}, baseline: "otlp_http", sink: true, phases: std},
+		{
+			name: "weave", what: "OTLP -> batch -> `weave` -> local sink", config: "bench/configs/weave.yaml",
+			requires: []string{"weave"}, baseline: "otlp_http", sink: true, phases: std,
+		},
 		// The default preset as committed (single_rank, straggler retention
 		// on, durable JSONL) on a synchronous job with 10 straggling ranks,
 		// against the same preset with straggler retention off.
-		{name: "preset_stragglers_off", what: "configs/file.yaml with NEMO_STRAGGLERS=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+		{
+			name: "preset_stragglers_off", what: "configs/file.yaml with NEMO_STRAGGLERS=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_STRAGGLERS": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std},
-		{name: "preset", what: "configs/file.yaml as committed (the default preset), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std,
+		},
+		{
+			name: "preset", what: "configs/file.yaml as committed (the default preset), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std},
+			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std,
+		},
 		// The default preset without the nemo_steps connector (step metrics
 		// of every rank) against it: what the metrics cost.
-		{name: "preset_no_step_metrics", what: "configs/file.yaml without nemo_steps (no forward split), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+		{
+			name: "preset_no_step_metrics", what: "configs/file.yaml without nemo_steps (no forward split), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			derive: withoutStepMetrics, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std},
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std,
+		},
 		// Every span written: the durable default preset with all_ranks, and
 		// its fast mode, against the stock file exporter on the same load.
-		{name: "file_1000_ranks", what: "OTLP -> batch -> stock `file` (json), 1,000 ranks", config: "bench/configs/file.yaml",
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std},
-		{name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write; zstd, its default), 1,000 ranks", config: "configs/file.yaml",
+		{
+			name: "file_1000_ranks", what: "OTLP -> batch -> stock `file` (json), 1,000 ranks", config: "bench/configs/file.yaml",
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std,
+		},
+		{
+			name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write; zstd, its default), 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
-		{name: "preset_all_ranks_plain", what: "configs/file.yaml with all_ranks and NEMO_JSONL_COMPRESSION=none (durable, plain .jsonl), 1,000 ranks", config: "configs/file.yaml",
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std,
+		},
+		{
+			name: "preset_all_ranks_plain", what: "configs/file.yaml with all_ranks and NEMO_JSONL_COMPRESSION=none (durable, plain .jsonl), 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_JSONL_COMPRESSION": "none"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std,
+		},
 		// Every rank, 1% of the steps (step_sampling), against every step.
-		{name: "preset_all_ranks_steps_1pct", what: "configs/file.yaml with all_ranks and NEMO_STEP_SAMPLE_RATE=0.01, 1,000 ranks", config: "configs/file.yaml",
+		{
+			name: "preset_all_ranks_steps_1pct", what: "configs/file.yaml with all_ranks and NEMO_STEP_SAMPLE_RATE=0.01, 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_STEP_SAMPLE_RATE": "0.01"}, requires: []string{"rank_strategy", "jsonl_file", "step_sampling"},
-			baseline: "preset_all_ranks", loadgen: thousandRanks, phases: std},
-		{name: "preset_all_ranks_fast", what: "configs/file.yaml with all_ranks and NEMO_JSONL_DURABLE=false, 1,000 ranks", config: "configs/file.yaml",
+			baseline: "preset_all_ranks", loadgen: thousandRanks, phases: std,
+		},
+		{
+			name: "preset_all_ranks_fast", what: "configs/file.yaml with all_ranks and NEMO_JSONL_DURABLE=false, 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks", "NEMO_JSONL_DURABLE": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std},
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std,
+		},
 	}
 }
 
@@ -192,9 +228,9 @@ type scenarioResult struct {
 }
 
 func (r scenarioResult) phase(name string) (phaseResult, bool) {
-	for _, p := range r.Phases {
-		if p.Phase == name {
-			return p, true
+	for i := range r.Phases {
+		if r.Phases[i].Phase == name {
+			return r.Phases[i], true
 		}
 	}
 	return phaseResult{}, false
@@ -214,7 +250,7 @@ func TestScenarios(t *testing.T) {
 	for _, sc := range scenarioList() {
 		known[sc.name] = true
 	}
-	for _, n := range strings.Split(*onlyScenarios, ",") {
+	for n := range strings.SplitSeq(*onlyScenarios, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			if !known[n] {
 				t.Fatalf("-only: no scenario %q", n)
@@ -279,7 +315,7 @@ func TestScenarios(t *testing.T) {
 			root: root, results: results, generators: gens, phase: *phaseLen,
 			started: started, elapsed: time.Since(started), microPath: *microPath,
 		}
-		if err := os.WriteFile(*outPath, []byte(renderReport(t, rep)), 0o644); err != nil {
+		if err := os.WriteFile(*outPath, []byte(renderReport(t, rep)), 0o644); err != nil { //nolint:gosec // G306: BENCHMARKS.md, a document of the repository, readable like its other files
 			t.Errorf("write %s: %v", *outPath, err)
 		}
 	}
@@ -351,7 +387,7 @@ func derivedConfig(t *testing.T, path string, derive func(map[string]any)) strin
 		t.Fatal(err)
 	}
 	var cfg map[string]any
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+	if err = yaml.Unmarshal(raw, &cfg); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	derive(cfg)

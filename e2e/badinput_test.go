@@ -60,7 +60,7 @@ func hostileTraces() ptrace.Traces {
 	a.PutStr("huge", strings.Repeat("x", 1<<20))
 	a.PutStr("utf8", "\xed\xa0\x80 surrogate \xf4\x90\x80\x80 too big \"quote\" \\ \u2028")
 	m := a.PutEmptyMap("nested")
-	for i := 0; i < 200; i++ {
+	for i := range 200 {
 		m = m.PutEmptyMap(fmt.Sprintf("level%d", i))
 	}
 	m.PutStr("bottom", "deep")
@@ -74,7 +74,7 @@ func hostileMetrics() pmetric.Metrics {
 	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	m.SetName("megatron.training.loss")
 	g := m.SetEmptyGauge()
-	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -0.0, math.MaxFloat64, math.SmallestNonzeroFloat64} {
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.MaxFloat64, math.SmallestNonzeroFloat64} {
 		g.DataPoints().AppendEmpty().SetDoubleValue(v)
 	}
 	return md
@@ -93,7 +93,7 @@ func TestBadInputIsRefusedOrSanitised(t *testing.T) {
 	var bomb bytes.Buffer
 	gz, _ := gzip.NewWriterLevel(&bomb, gzip.BestCompression)
 	zeros := make([]byte, 1<<20)
-	for i := 0; i < 256; i++ { // 256 MiB of zeros, about 256 KiB compressed
+	for range 256 { // 256 MiB of zeros, about 256 KiB compressed
 		_, _ = gz.Write(zeros)
 	}
 	_ = gz.Close()
@@ -142,13 +142,13 @@ func TestBadInputIsRefusedOrSanitised(t *testing.T) {
 		t.Errorf("the hostile span and 6 hostile points should be written once each: found %s", describe(got.Result))
 	}
 	for file := range got.ByFile {
-		for _, elem := range strings.Split(file, "/") {
+		for elem := range strings.SplitSeq(file, "/") {
 			if elem == ".." || elem == "" {
 				t.Errorf("output file %q escapes the output directory", file)
 			}
 		}
 	}
 	if got.ByFile["_._.._etc/traces.jsonl"].Spans != 1 {
-		t.Errorf("the run id ../../etc should be sanitised to the directory _._.._etc: %v", got.ByFile)
+		t.Errorf("the run id ../../etc should be sanitized to the directory _._.._etc: %v", got.ByFile)
 	}
 }

@@ -85,7 +85,7 @@ func loadCompose(t *testing.T, name string, env map[string]string) *types.Projec
 	if err != nil {
 		t.Fatalf("%s: project options: %v", name, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	p, err := opts.LoadProject(ctx)
 	if err != nil {
@@ -419,7 +419,7 @@ func dockerfileExposed(t *testing.T) map[uint32]bool {
 		t.Fatal(err)
 	}
 	out := map[uint32]bool{}
-	for _, line := range strings.Split(string(raw), "\n") {
+	for line := range strings.SplitSeq(string(raw), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 || !strings.EqualFold(fields[0], "EXPOSE") {
 			continue
@@ -513,7 +513,7 @@ func TestEnvExampleListsEveryVariable(t *testing.T) {
 		t.Fatalf(".env.example does not parse as a .env file: %v", err)
 	}
 	listed := map[string]bool{}
-	for _, line := range strings.Split(string(raw), "\n") {
+	for line := range strings.SplitSeq(string(raw), "\n") {
 		if m := envLine.FindStringSubmatch(line); m != nil {
 			listed[m[1]] = true
 		}

@@ -44,7 +44,7 @@ func envOr(name, def string) string {
 // docker runs the docker CLI (bounded in time) and returns its combined output.
 func docker(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) //nolint:usetesting // t.Context() is canceled before Cleanup runs, and docker is called from t.Cleanup
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	cmd.Dir = testcollector.RepoRoot(t)
@@ -275,11 +275,13 @@ func TestDockerImage(t *testing.T) {
 		}
 		grpcPort, httpPort, healthPort := testcollector.FreePort(t), testcollector.FreePort(t), testcollector.FreePort(t)
 		name := fmt.Sprintf("nemo-docker-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
-		args := []string{"run", "--detach", "--name", name, "--label", label,
+		args := []string{
+			"run", "--detach", "--name", name, "--label", label,
 			"--publish", fmt.Sprintf("127.0.0.1:%d:4317", grpcPort),
 			"--publish", fmt.Sprintf("127.0.0.1:%d:4318", httpPort),
 			"--publish", fmt.Sprintf("127.0.0.1:%d:13133", healthPort),
-			"--volume", data + ":/data"}
+			"--volume", data + ":/data",
+		}
 		for k, v := range containerEnv(t) {
 			args = append(args, "--env", k+"="+v)
 		}
@@ -339,8 +341,10 @@ func TestDockerCompose(t *testing.T) {
 		t.Fatal(err)
 	}
 	compose := func(args ...string) []string {
-		return append([]string{"compose", "--project-name", project,
-			"--file", "docker-compose.otel.yml", "--file", overridePath}, args...)
+		return append([]string{
+			"compose", "--project-name", project,
+			"--file", "docker-compose.otel.yml", "--file", overridePath,
+		}, args...)
 	}
 	projectLabel := "label=com.docker.compose.project=" + project
 	down := func() error {

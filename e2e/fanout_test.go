@@ -261,10 +261,10 @@ func sendExtraSpans(t *testing.T, endpoint string, res []attribute.KeyValue, ema
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(resource.NewSchemaless(res...)), sdktrace.WithSpanProcessor(rec))
 	tracer := tp.Tracer("nemo.lens")
 	for name, attrs := range spans {
-		_, s := tracer.Start(context.Background(), name, trace.WithAttributes(attrs...))
+		_, s := tracer.Start(t.Context(), name, trace.WithAttributes(attrs...))
 		s.End()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure(),
 		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}))
@@ -298,7 +298,7 @@ func checkPrometheus(t *testing.T, port int, runID string, worldSize, steps int,
 	instance := func(rank int) string { return fmt.Sprintf("service_instance_id=%s-rank%d", runID, rank) }
 	waitFor(t, deliveryTimeout, "every rank's metrics on the Prometheus exporter", func() bool {
 		body = scrape(scrapeURL)
-		for r := 0; r < worldSize; r++ {
+		for r := range worldSize {
 			if n, ok := testcollector.SumMetric(body, "megatron_training_step_duration_ms_milliseconds_count", instance(r)); !ok || n != float64(steps) {
 				return false
 			}
@@ -321,7 +321,7 @@ func checkPrometheus(t *testing.T, port int, runID string, worldSize, steps int,
 			t.Errorf("Prometheus exporter: %s has # TYPE %q, want %q", name, types[name], typ)
 		}
 	}
-	for r := 0; r < worldSize; r++ {
+	for r := range worldSize {
 		checks := []struct {
 			name string
 			want float64
@@ -347,7 +347,11 @@ func checkPrometheus(t *testing.T, port int, runID string, worldSize, steps int,
 }
 
 func scrape(u string) []byte {
-	resp, err := http.Get(u)
+	req, err := http.NewRequest(http.MethodGet, u, http.NoBody)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil
 	}
@@ -362,7 +366,7 @@ func scrape(u string) []byte {
 // promTypes reads the "# TYPE name type" lines of a text exposition.
 func promTypes(body []byte) map[string]string {
 	types := map[string]string{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for line := range strings.SplitSeq(string(body), "\n") {
 		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
 			types[f[2]] = f[3]
 		}
@@ -372,7 +376,7 @@ func promTypes(body []byte) map[string]string {
 
 func grepLines(body []byte, substr string) string {
 	var out []string
-	for _, line := range strings.Split(string(body), "\n") {
+	for line := range strings.SplitSeq(string(body), "\n") {
 		if strings.Contains(line, substr) {
 			out = append(out, line)
 		}

@@ -26,7 +26,7 @@ func TestFilePresetKeepsEverySignal(t *testing.T) {
 	if got.Result != sent {
 		t.Fatalf("acknowledged %s, found %s in the files", describe(sent), describe(got.Result))
 	}
-	for rank := 0; rank < 8; rank++ {
+	for rank := range 8 {
 		if got.ByRank[int64(rank)].Spans == 0 {
 			t.Errorf("no span from rank %d in the output", rank)
 		}
@@ -92,7 +92,7 @@ func TestComponentsMatchManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var manifest map[string]any
-	if err := yaml.Unmarshal(raw, &manifest); err != nil {
+	if err = yaml.Unmarshal(raw, &manifest); err != nil {
 		t.Fatalf("parse builder-config.yaml: %v", err)
 	}
 	out, err := testcollector.Run(t, nil, "components")

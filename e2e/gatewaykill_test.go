@@ -64,7 +64,7 @@ func TestScaleOutGatewayKilledMidStream(t *testing.T) {
 	for _, run := range runs {
 		main = append(main, nodeJob(agents, run, 16, 150, attribute.String("test.wave", "main"))...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
 	defer cancel()
 	done := make(chan struct{})
 	var (

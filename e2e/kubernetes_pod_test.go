@@ -54,15 +54,16 @@ func checkPodSpec(t *testing.T, o k8sObjects, w workload) {
 		mounts[m.MountPath] = m
 	}
 	volumes := map[string]corev1.Volume{}
-	for _, v := range spec.Volumes {
-		volumes[v.Name] = v
+	for i := range spec.Volumes {
+		volumes[spec.Volumes[i].Name] = spec.Volumes[i]
 	}
 	for _, m := range c.VolumeMounts {
 		if _, ok := volumes[m.Name]; !ok {
 			t.Errorf("%s: mount %s names no volume %q", w.name, m.MountPath, m.Name)
 		}
 	}
-	for _, v := range spec.Volumes {
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i]
 		if v.ConfigMap == nil {
 			continue
 		}
@@ -95,7 +96,7 @@ func checkPodSpec(t *testing.T, o k8sObjects, w workload) {
 		s, ok := o.secrets[ref.Name]
 		_, inData := s.Data[ref.Key]
 		_, inStringData := s.StringData[ref.Key]
-		if !ok || !(inData || inStringData) {
+		if !ok || (!inData && !inStringData) {
 			t.Errorf("%s: %s from Secret %s key %s, which does not exist", w.name, e.Name, ref.Name, ref.Key)
 		}
 	}
@@ -165,7 +166,8 @@ func configMapFile(o k8sObjects, spec corev1.PodSpec, c corev1.Container, path s
 		if err != nil || strings.HasPrefix(rel, "..") {
 			continue
 		}
-		for _, v := range spec.Volumes {
+		for i := range spec.Volumes {
+			v := &spec.Volumes[i]
 			if v.Name != m.Name || v.ConfigMap == nil {
 				continue
 			}

@@ -16,7 +16,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/yaml"
+	"sigs.k8s.io/yaml" //nolint:depguard // k8s API types decode only via their JSON tags and unmarshalers (Quantity, IntOrString), which go.yaml.in/yaml ignores
 
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
@@ -118,7 +118,7 @@ func splitYAMLDocuments(raw []byte) [][]byte {
 	var docs [][]byte
 	var cur bytes.Buffer
 	flush := func() {
-		for _, line := range strings.Split(cur.String(), "\n") {
+		for line := range strings.SplitSeq(cur.String(), "\n") {
 			if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
 				docs = append(docs, slices.Clone(cur.Bytes()))
 				break
@@ -206,9 +206,9 @@ func renderConfigMap(name string, entries []configMapEntry) []byte {
 	for _, e := range entries {
 		fmt.Fprintf(&b, "  # %s\n  %s: |\n", e.source, e.key)
 		for _, line := range strings.SplitAfter(e.content, "\n") {
-			switch {
-			case line == "":
-			case line == "\n":
+			switch line {
+			case "":
+			case "\n":
 				b.WriteString(line)
 			default:
 				b.WriteString("    " + line)
@@ -234,7 +234,7 @@ func TestKubernetesConfigMapsHoldTheConfigs(t *testing.T) {
 			want[cm.name] = append(want[cm.name], configMapEntry{key: kv[0], source: kv[1], content: string(raw)})
 		}
 		if *updateK8sConfigMaps {
-			if err := os.WriteFile(filepath.Join(root, k8sDir, cm.file), renderConfigMap(cm.name, want[cm.name]), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(root, k8sDir, cm.file), renderConfigMap(cm.name, want[cm.name]), 0o644); err != nil { //nolint:gosec // G306: a manifest committed to the repository, readable like its other files
 				t.Fatal(err)
 			}
 		}

@@ -87,7 +87,7 @@ func runJobByRank(t *testing.T, ranks []lensemu.Rank) []lensemu.Result {
 // runJobWithin is runJobByRank with the job bounded by timeout.
 func runJobWithin(t *testing.T, ranks []lensemu.Rank, timeout time.Duration) []lensemu.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	results, err := lensemu.Job(ctx, ranks)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 func TestNemoRunNeverMergesConcurrentBareJobs(t *testing.T) {
 	env := testEnv(t)
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
-	jobA, jobB := torchrunJob(c, "", 8), torchrunJob(c, "", 8)
+	jobA, jobB := torchrunJob(c, ""), torchrunJob(c, "")
 	jobOf := map[string]string{}
 	for i := range 8 {
 		jobA[i].Resource, jobB[i].Resource = nil, nil // no job key: the same host (node000), service and world size

@@ -11,10 +11,14 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
 
-// torchrunJob is a bare torchrun job on Kubernetes: no NEMO_LENS_RUN_ID and
-// no SLURM, so every rank mints its own random 12-hex run id, as NeMo Lens does.
-func torchrunJob(c *testcollector.Collector, k8sJob string, worldSize int) []lensemu.Rank {
-	ranks := make([]lensemu.Rank, worldSize)
+// torchrunWorldSize is the number of ranks of a torchrunJob.
+const torchrunWorldSize = 8
+
+// torchrunJob is a bare torchrun job on Kubernetes of torchrunWorldSize
+// ranks: no NEMO_LENS_RUN_ID and no SLURM, so every rank mints its own
+// random 12-hex run id, as NeMo Lens does.
+func torchrunJob(c *testcollector.Collector, k8sJob string) []lensemu.Rank {
+	ranks := make([]lensemu.Rank, torchrunWorldSize)
 	for i := range ranks {
 		b := make([]byte, 6)
 		_, _ = rand.Read(b)
@@ -23,7 +27,7 @@ func torchrunJob(c *testcollector.Collector, k8sJob string, worldSize int) []len
 			Protocol:  lensemu.GRPC,
 			RunID:     hex.EncodeToString(b),
 			Rank:      i,
-			WorldSize: worldSize,
+			WorldSize: torchrunWorldSize,
 			LocalRank: i,
 			Steps:     2,
 			Resource: []attribute.KeyValue{
@@ -45,8 +49,8 @@ func torchrunJob(c *testcollector.Collector, k8sJob string, worldSize int) []len
 func TestNemoRunReconcilesTorchrunJob(t *testing.T) {
 	env := testEnv(t)
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
-	first := runJob(t, torchrunJob(c, "llama-pretrain", 8))
-	second := runJob(t, torchrunJob(c, "mixtral-sft", 8))
+	first := runJob(t, torchrunJob(c, "llama-pretrain"))
+	second := runJob(t, torchrunJob(c, "mixtral-sft"))
 	c.Stop()
 
 	got := readTelemetry(t, env["NEMO_TELEMETRY_DIR"])
@@ -71,7 +75,7 @@ func TestNemoRunReconcilesTorchrunJob(t *testing.T) {
 func TestNemoRunReconcilesSingleNodeJob(t *testing.T) {
 	env := testEnv(t)
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
-	ranks := torchrunJob(c, "", 8)
+	ranks := torchrunJob(c, "")
 	ids := map[string]bool{}
 	for i := range ranks {
 		ranks[i].Resource = nil // no job key: the same host (node000), service and world size

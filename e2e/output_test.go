@@ -133,7 +133,7 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 			default:
 				t.Fatalf("unexpected output file %s", rel)
 			}
-			got.Result = got.Result.Add(n)
+			got.Result = got.Add(n)
 			got.ByRank[rec.rank()] = got.ByRank[rec.rank()].Add(n)
 			runID, _ := rec.resource()["nemo.run.id"].(string)
 			got.ByRun[runID] = got.ByRun[runID].Add(n)

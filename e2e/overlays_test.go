@@ -43,7 +43,7 @@ func TestOverlaysValidateOnEveryPreset(t *testing.T) {
 		fits := presets
 		if s := strings.TrimSpace(string(m[1])); s != "any preset" {
 			fits = nil
-			for _, name := range strings.Split(s, ",") {
+			for name := range strings.SplitSeq(s, ",") {
 				fits = append(fits, filepath.Join(testcollector.RepoRoot(t), "configs", strings.TrimSpace(name)))
 			}
 		}

@@ -84,12 +84,10 @@ func TestOverloadIsRefusedRetryablyAndRecovers(t *testing.T) {
 		reports [2]loadReport
 	)
 	for i, proto := range []struct{ name, endpoint string }{{"grpc", c.GRPCEndpoint()}, {"http", c.HTTPEndpoint()}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			reports[i] = runLoad(t, loadgen, "-protocol", proto.name, "-endpoint", proto.endpoint,
 				"-ranks", "64", "-batch", "2000", "-duration", "15s", "-conns", "2", "-workers", "4", "-timeout", "5s")
-		}()
+		})
 	}
 	wg.Wait()
 	peakKiB, err := procstat.StatusKiB(c.Pid(), "VmHWM")

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"io/fs"
 	"os/exec"
 	"path/filepath"
@@ -61,13 +62,13 @@ func readWithRecipe(t *testing.T, dir string, strict bool) lensemu.Result {
 		out, err := exec.Command("bash", shell...).Output()
 		if err != nil {
 			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
+			if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 				stderr = string(ee.Stderr)
 			}
 			t.Errorf("%s on %s: %v\n%.500s", recipe, path, err, stderr)
 		}
 		var n lensemu.Result
-		for _, line := range strings.Split(string(out), "\n") {
+		for line := range strings.SplitSeq(string(out), "\n") {
 			if line == "" || strings.HasPrefix(line, string(stepPointPrefix)) {
 				continue
 			}

@@ -136,8 +136,10 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 	errs := make(chan error, len(targets))
 	for i, target := range targets {
 		runID := fmt.Sprintf("bench-run-%d", i%sc.runs)
-		args := []string{"-endpoint", target, "-duration", scalePhase.String(), "-ranks", strconv.Itoa(scaleRanks),
-			"-run-id", runID, "-rate", strconv.Itoa(sc.rate), "-seed", strconv.Itoa(i + 1), "-conns", "1", "-workers", "2"}
+		args := []string{
+			"-endpoint", target, "-duration", scalePhase.String(), "-ranks", strconv.Itoa(scaleRanks),
+			"-run-id", runID, "-rate", strconv.Itoa(sc.rate), "-seed", strconv.Itoa(i + 1), "-conns", "1", "-workers", "2",
+		}
 		go func() { errs <- runLoadgenProcess(loadgen, args) }()
 	}
 	for range targets {
@@ -182,7 +184,7 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 		r.perGateway = append(r.perGateway, acceptedSpans(b, g.Collector))
 	}
 	for _, a := range agents {
-		for _, line := range strings.Split(a.Logs(), "\n") {
+		for line := range strings.SplitSeq(a.Logs(), "\n") {
 			if strings.Contains(line, "Sender failed") && strings.Contains(line, "sending queue is full") {
 				r.queueFullLogs++
 			}
@@ -263,8 +265,10 @@ func measureHopLatency(b *testing.B, loadgen string, rate int, viaAgent bool) (p
 		agents = startAgents(b, 1, gws, nil)
 		target = agents[0].GRPCEndpoint()
 	}
-	args := []string{"-endpoint", target, "-duration", scalePhase.String(), "-ranks", "8", "-rate", strconv.Itoa(rate),
-		"-microbatches", "4", "-batch", "20", "-step-duration", "1ms"}
+	args := []string{
+		"-endpoint", target, "-duration", scalePhase.String(), "-ranks", "8", "-rate", strconv.Itoa(rate),
+		"-microbatches", "4", "-batch", "20", "-step-duration", "1ms",
+	}
 	if err := runLoadgenProcess(loadgen, args); err != nil {
 		b.Fatal(err)
 	}

@@ -46,31 +46,31 @@ func tierEnv(tb testing.TB) map[string]string {
 }
 
 // startGateway runs configs/gateway.yaml with env on grpcPort (0: a free port).
-func startGateway(t testing.TB, env map[string]string, grpcPort int) *gateway {
-	t.Helper()
+func startGateway(tb testing.TB, env map[string]string, grpcPort int) *gateway {
+	tb.Helper()
 	env = maps.Clone(env)
 	if grpcPort != 0 {
 		env["OTLP_GRPC_PORT"] = strconv.Itoa(grpcPort)
 	}
-	c := testcollector.Start(t, testcollector.Config(t, "gateway.yaml"), testcollector.Options{Env: env})
+	c := testcollector.Start(tb, testcollector.Config(tb, "gateway.yaml"), testcollector.Options{Env: env})
 	port, err := strconv.Atoi(c.Env["OTLP_GRPC_PORT"])
 	if err != nil {
-		t.Fatalf("gateway port: %v", err)
+		tb.Fatalf("gateway port: %v", err)
 	}
 	return &gateway{Collector: c, grpcPort: port, env: env}
 }
 
 // startGateways starts n gateways, each with tierEnv's values (its own
 // output directory) changed by adjust, when not nil.
-func startGateways(t testing.TB, n int, adjust func(env map[string]string)) []*gateway {
-	t.Helper()
+func startGateways(tb testing.TB, n int, adjust func(env map[string]string)) []*gateway {
+	tb.Helper()
 	gws := make([]*gateway, n)
 	for i := range gws {
-		env := tierEnv(t)
+		env := tierEnv(tb)
 		if adjust != nil {
 			adjust(env)
 		}
-		gws[i] = startGateway(t, env, 0)
+		gws[i] = startGateway(tb, env, 0)
 	}
 	return gws
 }
@@ -86,16 +86,16 @@ func gatewayList(gws []*gateway) string {
 
 // startAgents starts n agents (configs/agent.yaml) sending to gws, with
 // tierEnv's values changed by adjust, when not nil, and extra arguments.
-func startAgents(t testing.TB, n int, gws []*gateway, adjust func(env map[string]string), args ...string) []*testcollector.Collector {
-	t.Helper()
+func startAgents(tb testing.TB, n int, gws []*gateway, adjust func(env map[string]string), args ...string) []*testcollector.Collector {
+	tb.Helper()
 	agents := make([]*testcollector.Collector, n)
 	for i := range agents {
-		env := tierEnv(t)
+		env := tierEnv(tb)
 		env["GATEWAY_ENDPOINTS"] = gatewayList(gws)
 		if adjust != nil {
 			adjust(env)
 		}
-		agents[i] = testcollector.Start(t, testcollector.Config(t, "agent.yaml"), testcollector.Options{Env: env, Args: args})
+		agents[i] = testcollector.Start(tb, testcollector.Config(tb, "agent.yaml"), testcollector.Options{Env: env, Args: args})
 	}
 	return agents
 }
@@ -111,8 +111,8 @@ func nodeJob(agents []*testcollector.Collector, runID string, worldSize, steps i
 // sentByRun adds up what was acknowledged per run.
 func sentByRun(ranks []lensemu.Rank, results []lensemu.Result) map[string]lensemu.Result {
 	out := map[string]lensemu.Result{}
-	for i, r := range ranks {
-		out[r.RunID] = out[r.RunID].Add(results[i])
+	for i := range ranks {
+		out[ranks[i].RunID] = out[ranks[i].RunID].Add(results[i])
 	}
 	return out
 }
@@ -131,8 +131,8 @@ func stopTier(agents []*testcollector.Collector, gws []*gateway) {
 // holders returns the indexes of the outputs that hold anything of run.
 func holders(outputs []telemetry, run string) []int {
 	var idx []int
-	for i, o := range outputs {
-		if o.ByRun[run] != (lensemu.Result{}) {
+	for i := range outputs {
+		if outputs[i].ByRun[run] != (lensemu.Result{}) {
 			idx = append(idx, i)
 		}
 	}
@@ -150,11 +150,11 @@ func readGateways(t *testing.T, gws []*gateway) []telemetry {
 
 // acceptedSpans is a collector's otelcol_receiver_accepted_spans (0 before
 // the first span).
-func acceptedSpans(t testing.TB, c *testcollector.Collector) float64 {
-	t.Helper()
+func acceptedSpans(tb testing.TB, c *testcollector.Collector) float64 {
+	tb.Helper()
 	v, _, err := c.Metric("otelcol_receiver_accepted_spans")
 	if err != nil {
-		t.Fatalf("scrape: %v", err)
+		tb.Fatalf("scrape: %v", err)
 	}
 	return v
 }

@@ -102,7 +102,7 @@ func checkReceiversNeedTLSAndToken(t *testing.T, preset string, args ...string) 
 	env["OTLP_BEARER_TOKEN"] = token
 	c := testcollector.Start(t, testcollector.Config(t, preset), testcollector.Options{Env: env, Args: args})
 
-	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
 	defer cancel()
 	for _, proto := range []struct{ name, endpoint string }{{lensemu.GRPC, c.GRPCEndpoint()}, {lensemu.HTTP, c.HTTPEndpoint()}} {
 		base := lensemu.Rank{Endpoint: proto.endpoint, Protocol: proto.name, RunID: "run-secure", WorldSize: 1, Steps: 1, NoLogs: true, NoMetrics: true}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,9 +207,7 @@ func TestSeedPageSnippets(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := testEnv(t)
-			for k, v := range tc.env {
-				env[k] = v
-			}
+			maps.Copy(env, tc.env)
 			out, err := testcollector.Run(t, env, append([]string{"validate", "--config=" + path}, tc.args...)...)
 			switch {
 			case len(tc.wantErr) == 0 && err != nil:

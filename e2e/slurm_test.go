@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestSlurmJobs(t *testing.T) {
 	// did not wait for every node's health check would find nothing listening.
 	slowStart := filepath.Join(work, "otelcol-nemo-slow-start")
 	script := "#!/bin/sh\nsleep 2\nexec " + testcollector.Binary(t) + " \"$@\"\n"
-	if err := os.WriteFile(slowStart, []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(slowStart, []byte(script), 0o755); err != nil { //nolint:gosec // G306: a shell script the SLURM job executes, so it must be executable
 		t.Fatal(err)
 	}
 	submit := func(t *testing.T, env map[string]string, sbatchArgs []string, rankArgs ...string) string {
@@ -45,9 +46,7 @@ func TestSlurmJobs(t *testing.T) {
 			"NEMO_TELEMETRY_DIR":    filepath.Join(work, "telemetry"),
 			"NEMO_RANK_STRATEGY":    "all_ranks",
 		}
-		for k, v := range env {
-			jobEnv[k] = v
-		}
+		maps.Copy(jobEnv, env)
 		return cluster.sbatch(t, jobEnv, args...)
 	}
 	logOnFailure(t, func() string { return filesUnder(work, ".out", "collector.log") })
@@ -167,14 +166,12 @@ func TestSlurmJobs(t *testing.T) {
 	t.Run("RequeueKeepsTheRunAndCountsRestarts", func(t *testing.T) {
 		jobID := submit(t, nil, []string{"--requeue", "--job-name=nemo-e2e-requeue", "--output=%x-%j.out", "--open-mode=append"},
 			"-segments", "100000", "-steps", "3", "-pause", "50ms")
-		attempt := func(restart int) map[int]lensrankReport {
+		attempt := func(restart int) {
 			dir := filepath.Join(work, "ranks", jobID, strconv.Itoa(restart))
-			var reports map[int]lensrankReport
 			waitFor(t, 2*time.Minute, fmt.Sprintf("both ranks of attempt %d to report 3 segments", restart), func() bool {
-				reports = peekRankReports(dir)
+				reports := peekRankReports(dir)
 				return len(reports) == 2 && reports[0].Segments >= 3 && reports[1].Segments >= 3
 			})
-			return reports
 		}
 		attempt(0)
 		requeued := time.Now()
@@ -259,7 +256,7 @@ func peekRankReports(dir string) map[int]lensrankReport {
 func readRankReports(t *testing.T, dir string, n int) map[int]lensrankReport {
 	t.Helper()
 	reports := peekRankReports(dir)
-	for rank := 0; rank < n; rank++ {
+	for rank := range n {
 		if _, ok := reports[rank]; !ok {
 			t.Fatalf("no report from rank %d in %s (got ranks %v)", rank, dir, reports)
 		}

@@ -87,23 +87,23 @@ func startSlurmCluster(t *testing.T) *slurmCluster {
 	c := &slurmCluster{dir: dir, conf: filepath.Join(dir, "slurm.conf"), host: host}
 	// munged wants its socket's directory searchable by every user.
 	for d, mode := range map[string]os.FileMode{"munge": 0o755, "state": 0o700, "spool": 0o700} {
-		if err := os.Mkdir(filepath.Join(dir, d), mode); err != nil {
+		if err = os.Mkdir(filepath.Join(dir, d), mode); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chmod(filepath.Join(dir, d), mode); err != nil {
+		if err = os.Chmod(filepath.Join(dir, d), mode); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
+	if err = os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 
 	munge := filepath.Join(dir, "munge")
 	key := make([]byte, 1024)
-	if _, err := rand.Read(key); err != nil {
+	if _, err = rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(munge, "munge.key"), key, 0o400); err != nil {
+	if err = os.WriteFile(filepath.Join(munge, "munge.key"), key, 0o400); err != nil {
 		t.Fatal(err)
 	}
 	socket := filepath.Join(munge, "munge.socket.2")
@@ -111,7 +111,7 @@ func startSlurmCluster(t *testing.T) *slurmCluster {
 		"--key-file="+filepath.Join(munge, "munge.key"), "--socket="+socket,
 		"--pid-file="+filepath.Join(munge, "munged.pid"), "--log-file="+filepath.Join(munge, "munged.log"),
 		"--seed-file="+filepath.Join(munge, "munged.seed"))
-	waitFor(t, 15*time.Second, "munged's socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	waitFor(t, 15*time.Second, "munged's socket", func() bool { _, statErr := os.Stat(socket); return statErr == nil })
 
 	firstJobID, err := rand.Int(rand.Reader, big.NewInt(500000))
 	if err != nil {
@@ -142,7 +142,7 @@ func (c *slurmCluster) writeConf(t *testing.T, values map[string]any) {
 	if err := tmpl.Execute(&b, values); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(c.conf, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(c.conf, b.Bytes(), 0o644); err != nil { //nolint:gosec // G306: slurm.conf must be readable by the SLURM daemons and by every user's client commands
 		t.Fatal(err)
 	}
 }
@@ -230,7 +230,7 @@ func (c *slurmCluster) command(name string, args ...string) (string, error) {
 // sbatch submits a job with extra environment and returns its job id.
 func (c *slurmCluster) sbatch(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sbatch", args...)
 	cmd.Env = c.env()
@@ -267,7 +267,7 @@ func (c *slurmCluster) jobs(t *testing.T, jobID string) []map[string]string {
 		t.Fatalf("scontrol show job %s: %v\n%s", jobID, err, out)
 	}
 	var records []map[string]string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
 		rec := map[string]string{}
 		for _, m := range scontrolField.FindAllStringSubmatch(line, -1) {
 			if _, seen := rec[m[1]]; !seen {

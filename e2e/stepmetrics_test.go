@@ -102,7 +102,7 @@ func checkStepMetricsInFiles(t *testing.T, stepName string, roots bool) {
 	busy := (lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
 	slowBusy := (stepSlowdown*lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
 	for _, name := range stepGauges {
-		for r := int64(0); r < stepRanks; r++ {
+		for r := range int64(stepRanks) {
 			vs := points[key{name, r}]
 			if len(vs) != stepCount {
 				t.Errorf("%s: rank %d has %d points, want one per step (%d)", name, r, len(vs), stepCount)
@@ -173,7 +173,7 @@ func TestStepMetricsOnPrometheus(t *testing.T) {
 			t.Errorf("%s: %d series, want one per rank (%d)", names[name], len(series), stepRanks)
 		}
 	}
-	for r := 0; r < stepRanks; r++ {
+	for r := range stepRanks {
 		v, ok := testcollector.SumMetric(body, "nemo_step_relative_score_ratio", "nemo_run_id="+stepsRunID, "nv_dl_rank="+strconv.Itoa(r))
 		if !ok {
 			t.Errorf("no relative score for rank %d", r)
@@ -262,7 +262,7 @@ func checkDashboardQueries(t *testing.T, exposition []byte) {
 			labels[m[1]] = true
 		}
 		for _, m := range groupRe.FindAllStringSubmatch(expr, -1) {
-			for _, l := range strings.Split(m[1], ",") {
+			for l := range strings.SplitSeq(m[1], ",") {
 				labels[strings.TrimSpace(l)] = true
 			}
 		}

@@ -125,7 +125,7 @@ func keptSubtrees(t *testing.T, records []record, rank int64, stepName, score st
 	counts := map[int]int{}
 	for _, span := range mine {
 		id := span.str("span_id")
-		for depth := 0; depth < 10; depth++ {
+		for depth := range 10 {
 			if it, ok := iteration[id]; ok {
 				counts[it]++
 				break

@@ -106,9 +106,7 @@ func drive(ctx context.Context, o options, j job, templates []*template, ref int
 	tallies := make([]tally, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			t := &tallies[w]
 			t.codes = map[string]int64{}
 			snd := senders[w%len(senders)]
@@ -155,12 +153,12 @@ func drive(ctx context.Context, o options, j job, templates []*template, ref int
 					t.codes["partial success"]++
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	total := tally{codes: map[string]int64{}}
-	for _, t := range tallies {
-		total.add(t)
+	for i := range tallies {
+		total.add(tallies[i])
 	}
 	return total
 }

@@ -86,10 +86,12 @@ func (s *traceSink) sawHeader(key, value string) bool {
 
 func TestDriveGRPC(t *testing.T) {
 	sink, addr := startTraceSink(t)
-	o, err := parseFlags([]string{"-endpoint", addr, "-ranks", "4", "-batch", "100", "-count", "6000",
-		"-conns", "2", "-workers", "3", "-duration", "1m", "-error-backoff", "0", "-header", "x-token=abc"}, io.Discard)
+	o, err := parseFlags([]string{
+		"-endpoint", addr, "-ranks", "4", "-batch", "100", "-count", "6000",
+		"-conns", "2", "-workers", "3", "-duration", "1m", "-error-backoff", "0", "-header", "x-token=abc",
+	}, io.Discard)
 	require.NoError(t, err)
-	rep, err := run(context.Background(), o)
+	rep, err := run(t.Context(), o)
 	require.NoError(t, err)
 
 	assert.Equal(t, int64(60), rep.RequestsSent, "-count 6000 at 100 spans per request")
@@ -122,10 +124,12 @@ func TestDriveHTTP(t *testing.T) {
 		return 0, nil, nil
 	})
 
-	o, err := parseFlags([]string{"-protocol", "http", "-endpoint", strings.TrimPrefix(sink.URL, "http://"),
-		"-batch", "20", "-count", "400", "-conns", "3", "-error-backoff", "0"}, io.Discard)
+	o, err := parseFlags([]string{
+		"-protocol", "http", "-endpoint", strings.TrimPrefix(sink.URL, "http://"),
+		"-batch", "20", "-count", "400", "-conns", "3", "-error-backoff", "0",
+	}, io.Discard)
 	require.NoError(t, err)
-	rep, err := run(context.Background(), o)
+	rep, err := run(t.Context(), o)
 	require.NoError(t, err)
 	kept := sink.Requests()
 	badType := int64(len(kept)+sink.Refused()) != rep.RequestsSent
@@ -147,7 +151,7 @@ func TestDriveNoCollector(t *testing.T) {
 	require.NoError(t, l.Close())
 	o, err := parseFlags([]string{"-endpoint", addr, "-duration", "300ms", "-timeout", "100ms", "-conns", "1", "-workers", "1"}, io.Discard)
 	require.NoError(t, err)
-	rep, err := run(context.Background(), o)
+	rep, err := run(t.Context(), o)
 	require.NoError(t, err)
 	assert.Zero(t, rep.ItemsAccepted)
 	assert.Positive(t, rep.RequestsRefused)
@@ -158,7 +162,7 @@ func TestDriveStopsWithContext(t *testing.T) {
 	_, addr := startTraceSink(t)
 	o, err := parseFlags([]string{"-endpoint", addr, "-duration", "1h", "-rate", "10"}, io.Discard)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan report)
 	go func() {
 		rep, _ := run(ctx, o)

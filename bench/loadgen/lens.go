@@ -287,7 +287,7 @@ func stepLayout(m int, compute float64) []stepSpan {
 // the span a pipeline peer's megatron.pp.recv_forward.linked links to.
 func sendForwardIndex(m int) int { return 4 + 3*m }
 
-// buildRequest returns the OTLP request of one rank's template, marshalled,
+// buildRequest returns the OTLP request of one rank's template, marshaled,
 // with its steps ending at ref (Unix ns). Step s carries
 // megatron.iteration = iterationPlaceholder+s until patched.
 func (j job) buildRequest(rank int, ref int64) ([]byte, error) {

@@ -87,7 +87,7 @@ func (h headerFlag) Set(s string) error {
 
 const usageHeader = `loadgen replays NeMo Lens-shaped OTLP load (a Megatron-LM job: one resource per
 rank, a megatron.train_step subtree of 8+3*microbatches spans per step) at an
-OpenTelemetry Collector, from requests marshalled once and patched per send.
+OpenTelemetry Collector, from requests marshaled once and patched per send.
 It stops by itself (-duration, -count) and prints a JSON report.
 
 Usage: loadgen [flags]
@@ -254,21 +254,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(2)
 	}
+	os.Exit(runAndReport(o))
+}
+
+// runAndReport sends the load until done or interrupted, writes the report,
+// and returns the exit code: 1 when the run failed or nothing was accepted.
+func runAndReport(o options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
+		return 1
 	}
 	if err := writeReport(o.out, rep); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
+		return 1
 	}
 	if rep.ItemsAccepted == 0 {
 		fmt.Fprintln(os.Stderr, "loadgen: the collector accepted nothing")
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func writeReport(path string, rep report) error {
@@ -281,7 +288,7 @@ func writeReport(path string, rep report) error {
 		_, err = os.Stdout.Write(b)
 		return err
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil { //nolint:gosec // G306: a benchmark report with no secrets, meant to be readable like any output file
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
@@ -327,13 +334,11 @@ func buildTemplates(j job, ref int64) ([]*template, error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), j.ranks) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for r := int(next.Add(1) - 1); r < j.ranks; r = int(next.Add(1) - 1) {
 				templates[r], errs[r] = buildTemplate(j, r, ref)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

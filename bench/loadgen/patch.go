@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// A template is one pre-marshalled OTLP export request plus the places in its
+// A template is one pre-marshaled OTLP export request plus the places in its
 // bytes that change from one replay to the next. Every field patched keeps its
 // length, so enclosing length prefixes stay valid and a replay costs one copy
 // and a few thousand fixed-size writes instead of a marshal.
@@ -202,7 +202,7 @@ func (f *patchFinder) attribute(start, end int) error {
 	})
 }
 
-// findPatches returns the patch sites of a marshalled export request of signal.
+// findPatches returns the patch sites of a marshaled export request of signal.
 func findPatches(signal string, buf []byte, traceIDs bool) ([]patch, error) {
 	f := &patchFinder{buf: buf, traceIDs: traceIDs, spanIDs: map[uint64]struct{}{}}
 	var item func(start, end int) error
@@ -281,7 +281,7 @@ func (f *patchFinder) resolveParents() {
 }
 
 func (f *patchFinder) metric(start, end int) error {
-	return eachField(f.buf, start, end, func(num protowire.Number, typ protowire.Type, s, e int) error {
+	return eachField(f.buf, start, end, func(num protowire.Number, _ protowire.Type, s, e int) error {
 		switch num {
 		case 5, 7, 9, 10, 11: // gauge, sum, histogram, exponential_histogram, summary
 			return nested(f.buf, s, e, 1, func(s, e int) error { // data_points

@@ -34,7 +34,7 @@ func BenchmarkRender(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tpl.items), "ns/span")
 }
 
-// BenchmarkMarshal is what rendering replaces: marshalling the same 500-span
+// BenchmarkMarshal is what rendering replaces: marshaling the same 500-span
 // request from pdata on every send.
 func BenchmarkMarshal(b *testing.B) {
 	j := benchJob(b)

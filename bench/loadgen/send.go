@@ -29,7 +29,7 @@ type outcome struct {
 	rejected int64
 }
 
-// sender sends pre-marshalled OTLP export requests over one connection.
+// sender sends pre-marshaled OTLP export requests over one connection.
 type sender interface {
 	send(ctx context.Context, body []byte) outcome
 	close() error

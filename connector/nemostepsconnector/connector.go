@@ -116,7 +116,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 }
 
 // Capabilities: the connector only reads the traces.
-func (c *stepsConnector) Capabilities() consumer.Capabilities {
+func (*stepsConnector) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: false}
 }
 

@@ -1,7 +1,6 @@
 package nemostepsconnector
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -86,13 +85,13 @@ func BenchmarkConsumeTraces(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			tel := componenttest.NewTelemetry()
-			defer func() { _ = tel.Shutdown(context.Background()) }()
+			defer func() { _ = tel.Shutdown(b.Context()) }()
 			clk := clocktest.NewFake()
 			c, err := newConnector(metadatatest.NewSettings(tel), createDefaultConfig().(*Config), consumertest.NewNop(), clk)
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx := context.Background()
+			ctx := b.Context()
 			td := benchBatch()
 			spans := td.SpanCount()
 			b.ReportAllocs()

@@ -93,7 +93,7 @@ func testSynchronousJob(t *testing.T, stepName string, shape stepShape) {
 
 	points := h.points()
 	require.Len(t, points, 16*iterations*numGauges+iterations)
-	idx := byMetricRank(points, "nv.dl.rank")
+	idx := byMetricRank(points)
 	for r := range int64(16) {
 		for _, name := range []string{"nemo.step.duration", "nemo.step.busy_time", "nemo.step.wait_time", "nemo.step.relative_score", "nemo.step.individual_score"} {
 			require.Len(t, idx[name][r], iterations, "%s of rank %d: one point per step", name, r)
@@ -164,7 +164,7 @@ func TestWaitSpansInAnEarlierBatch(t *testing.T) {
 	h.consume(job.batch("megatron.train_step", ownRoot, 2, false, true, allRanks(4)...))
 	h.clk.Advance(time.Second)
 
-	idx := byMetricRank(h.points(), "nv.dl.rank")
+	idx := byMetricRank(h.points())
 	for r := range int64(4) {
 		for i, it := range []int64{1, 2} {
 			assert.Equal(t, ns(job.times(r, it).busy()), idx["nemo.step.busy_time"][r][i].value, "rank %d iteration %d", r, it)
@@ -199,7 +199,7 @@ func TestMissingRankDecidedAtDecisionWait(t *testing.T) {
 	h.consume(late)
 	h.clk.Advance(time.Second)
 
-	idx := byMetricRank(h.points(), "nv.dl.rank")
+	idx := byMetricRank(h.points())
 	require.Len(t, idx["nemo.step.busy_time"][3], 1)
 	assert.Equal(t, ns(st.busy()), idx["nemo.step.busy_time"][3][0].value)
 	assert.Equal(t, stepbusy.Round3(float64(computeTime+optimizerTime)/float64(2*computeTime+optimizerTime)), idx["nemo.step.relative_score"][3][0].value)
@@ -223,7 +223,7 @@ func TestIntervalAggregation(t *testing.T) {
 
 	points := h.points()
 	require.Len(t, points, 4*numGauges*numVariants+1, "per rank and interval: last, min and max of each gauge, plus the run's count")
-	idx := byMetricRank(points, "nv.dl.rank")
+	idx := byMetricRank(points)
 	normal, slow := ns(computeTime+optimizerTime), ns(3*computeTime+optimizerTime)
 	assert.Equal(t, normal, idx["nemo.step.busy_time"][1][0].value, "last")
 	assert.Equal(t, normal, idx["nemo.step.busy_time.min"][1][0].value)
@@ -277,7 +277,7 @@ func TestDuplicateBatchCountsOnce(t *testing.T) {
 	h.clk.Advance(10 * time.Second)
 	points := h.points()
 	assert.Len(t, named(points, "nemo.step.busy_time"), 2, "a batch sent again (an exporter retry) adds nothing")
-	idx := byMetricRank(points, "nv.dl.rank")
+	idx := byMetricRank(points)
 	assert.Equal(t, ns(job.times(0, 1).busy()), idx["nemo.step.busy_time"][0][0].value, "the resent waits are not counted twice")
 	counts := named(points, "nemo.step.stragglers")
 	assert.Equal(t, 1.0, counts[len(counts)-1].value)
@@ -381,7 +381,7 @@ func TestConcurrentBatches(t *testing.T) {
 	}
 	wg.Wait()
 	h.shutdown()
-	idx := byMetricRank(h.points(), "nv.dl.rank")
+	idx := byMetricRank(h.points())
 	for r := range int64(16) {
 		require.Len(t, idx["nemo.step.busy_time"][r], 5, "rank %d", r)
 	}

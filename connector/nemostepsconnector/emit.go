@@ -1,10 +1,11 @@
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"strconv"
 	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
@@ -52,8 +53,10 @@ var gaugeDescs = [numGauges]metricDesc{
 
 var variantSuffixes = [numVariants]string{vLast: "", vMin: ".min", vMax: ".max"}
 
-var stragglersDesc = metricDesc{"nemo.step.stragglers", "{step}",
-	"Rank steps of the run whose relative or individual score was below its threshold, since the connector first saw the run."}
+var stragglersDesc = metricDesc{
+	"nemo.step.stragglers", "{step}",
+	"Rank steps of the run whose relative or individual score was below its threshold, since the connector first saw the run.",
+}
 
 // pointWriter collects the data points to send at the next tick, one
 // resource per run (and worker group) and service.name of the ranks. The

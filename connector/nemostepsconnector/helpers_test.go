@@ -35,13 +35,13 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 	}
 	require.NoError(t, cfg.Validate())
 	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	h := &harness{t: t, clk: clocktest.NewFake(), sink: new(consumertest.MetricsSink), tel: tel}
 	c, err := newConnector(metadatatest.NewSettings(tel), cfg, h.sink, h.clk)
 	require.NoError(t, err)
-	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
 	h.c = c
-	t.Cleanup(func() { require.NoError(t, c.Shutdown(context.Background())) }) // a second Shutdown is harmless
+	t.Cleanup(func() { require.NoError(t, c.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs; a second Shutdown is harmless
 	return h
 }
 
@@ -94,15 +94,19 @@ func pointsOf(m pmetric.Metric, res map[string]any) []point {
 		dps := m.Gauge().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
 			dp := dps.At(i)
-			out = append(out, point{metric: m.Name(), unit: m.Unit(), resource: res, attrs: dp.Attributes().AsRaw(),
-				value: dp.DoubleValue(), start: dp.StartTimestamp(), ts: dp.Timestamp()})
+			out = append(out, point{
+				metric: m.Name(), unit: m.Unit(), resource: res, attrs: dp.Attributes().AsRaw(),
+				value: dp.DoubleValue(), start: dp.StartTimestamp(), ts: dp.Timestamp(),
+			})
 		}
 	case pmetric.MetricTypeSum:
 		dps := m.Sum().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
 			dp := dps.At(i)
-			out = append(out, point{metric: m.Name(), unit: m.Unit(), resource: res, attrs: dp.Attributes().AsRaw(),
-				value: float64(dp.IntValue()), start: dp.StartTimestamp(), ts: dp.Timestamp(), sum: true})
+			out = append(out, point{
+				metric: m.Name(), unit: m.Unit(), resource: res, attrs: dp.Attributes().AsRaw(),
+				value: float64(dp.IntValue()), start: dp.StartTimestamp(), ts: dp.Timestamp(), sum: true,
+			})
 		}
 	}
 	return out
@@ -110,10 +114,10 @@ func pointsOf(m pmetric.Metric, res map[string]any) []point {
 
 // byMetricRank indexes gauge points by metric and rank (nv.dl.rank), in
 // the order they were sent.
-func byMetricRank(points []point, rankKey string) map[string]map[int64][]point {
+func byMetricRank(points []point) map[string]map[int64][]point {
 	out := map[string]map[int64][]point{}
 	for _, p := range points {
-		r, ok := p.attrs[rankKey].(int64)
+		r, ok := p.attrs["nv.dl.rank"].(int64)
 		if !ok {
 			continue
 		}

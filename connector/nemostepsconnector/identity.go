@@ -69,8 +69,10 @@ type identity struct {
 }
 
 func newIdentity(cfg *Config) identity {
-	return identity{seed: maphash.MakeSeed(), rankKeys: cfg.RankKeys, worldSizeKeys: cfg.WorldSizeKeys,
-		localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys}
+	return identity{
+		seed: maphash.MakeSeed(), rankKeys: cfg.RankKeys, worldSizeKeys: cfg.WorldSizeKeys,
+		localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys,
+	}
 }
 
 // rankOf is the resource's rank, the key it was found under and the world

@@ -2,7 +2,6 @@ package jsonlfileexporter
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -30,7 +29,7 @@ func TestCompression(t *testing.T) {
 			cfg.FlushInterval = 0
 			te := startExporters(t, cfg, nopSettings())
 			for range 5 {
-				require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(2, 50)))
+				require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(2, 50)))
 			}
 			te.shutdown()
 			// Every batch became one gzip member or zstd frame of one file.
@@ -67,7 +66,7 @@ func TestCrashLeavesReadableCompressedPrefix(t *testing.T) {
 	var ends []int64
 	path := filepath.Join(dir, "traces.jsonl.gz")
 	for range 4 {
-		require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 40)))
+		require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 40)))
 		ends = append(ends, fileSize(t, path))
 	}
 	te.shutdown()
@@ -98,11 +97,11 @@ func TestReopenRepairsTornTail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "traces.jsonl")
-			require.NoError(t, os.WriteFile(path, []byte(tc.existing), 0o640))
+			require.NoError(t, os.WriteFile(path, []byte(tc.existing), 0o600))
 			cfg := testConfig(dir)
 			cfg.FlushInterval = 0
 			te := startExporters(t, cfg, nopSettings())
-			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 2)))
+			require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 2)))
 			te.shutdown()
 			got, err := os.ReadFile(path)
 			require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,7 +32,8 @@ const (
 	childFsizeEnv       = "JSONL_FILE_TEST_CHILD_FSIZE"
 )
 
-func childCommand(t *testing.T, ctx context.Context, test string, env ...string) *exec.Cmd {
+func childCommand(ctx context.Context, test string, env ...string) *exec.Cmd {
+	//nolint:gosec // G204: runs this test binary (os.Args[0]) again, selecting one of its own tests by a constant name
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
 	return cmd
@@ -54,7 +54,7 @@ func TestKill9Child(t *testing.T) {
 	for i := 0; ; i++ {
 		// Batches of varying size, so writes end at varying offsets.
 		td := megatronTraces(1, 20+i%80)
-		require.NoError(t, te.traces.ConsumeTraces(context.Background(), td))
+		require.NoError(t, te.traces.ConsumeTraces(t.Context(), td))
 		acked += td.SpanCount()
 		fmt.Printf("ACK %d\n", acked)
 	}
@@ -64,9 +64,9 @@ func TestKill9LeavesOnlyCompleteLines(t *testing.T) {
 	for _, compression := range []string{compressionNone, compressionGzip, compressionZstd} {
 		t.Run(compression, func(t *testing.T) {
 			dir := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			cmd := childCommand(t, ctx, "TestKill9Child", childDirEnv+"="+dir, childCompressionEnv+"="+compression)
+			cmd := childCommand(ctx, "TestKill9Child", childDirEnv+"="+dir, childCompressionEnv+"="+compression)
 			stdout, err := cmd.StdoutPipe()
 			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
@@ -107,7 +107,7 @@ func TestKill9LeavesOnlyCompleteLines(t *testing.T) {
 			cfg := testConfig(dir)
 			cfg.Compression = Compression(compression)
 			te := startExporters(t, cfg, nopSettings())
-			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
+			require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
 			te.shutdown()
 			// The cut last line, member or frame is gone; the new records
 			// follow the complete ones in the same file.
@@ -153,7 +153,7 @@ func readAfterCrash(t *testing.T, path string) (complete, fragment int) {
 	if end == 0 {
 		return 0, fragment
 	}
-	for _, l := range bytes.Split(data[:end-1], []byte{'\n'}) {
+	for l := range bytes.SplitSeq(data[:end-1], []byte{'\n'}) {
 		var r spanRecord
 		decodeStrict(t, l, &r)
 		complete++
@@ -179,13 +179,13 @@ func TestFileSizeLimitChild(t *testing.T) {
 	td := megatronTraces(2, 10)
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("nemo.run.id", "run-ok")
 	td.ResourceSpans().At(1).Resource().Attributes().PutStr("nemo.run.id", "run-full")
-	err = te.traces.ConsumeTraces(context.Background(), td)
+	err = te.traces.ConsumeTraces(t.Context(), td)
 	require.Error(t, err)
 	assert.False(t, consumererror.IsPermanent(err), "a full file or disk is worth retrying")
 	assert.ErrorIs(t, err, syscall.EFBIG)
 	assert.Contains(t, err.Error(), filepath.Join(dir, "run-full.jsonl"))
 	var retry consumererror.Traces
-	require.True(t, errors.As(err, &retry))
+	require.ErrorAs(t, err, &retry)
 	require.Equal(t, 1, retry.Data().ResourceSpans().Len())
 	run, _ := retry.Data().ResourceSpans().At(0).Resource().Attributes().Get("nemo.run.id")
 	assert.Equal(t, "run-full", run.Str())
@@ -203,11 +203,11 @@ func TestFailedWriteIsTakenBack(t *testing.T) {
 		prefill = fmt.Appendf(prefill, "{\"filler\":%q}\n", strings.Repeat("x", 20))
 	}
 	full := filepath.Join(dir, "run-full.jsonl")
-	require.NoError(t, os.WriteFile(full, prefill, 0o640))
+	require.NoError(t, os.WriteFile(full, prefill, 0o600))
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := childCommand(t, ctx, "TestFileSizeLimitChild", childDirEnv+"="+dir, childFsizeEnv+"="+strconv.Itoa(limit))
+	cmd := childCommand(ctx, "TestFileSizeLimitChild", childDirEnv+"="+dir, childFsizeEnv+"="+strconv.Itoa(limit))
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "child failed:\n%s", out)
 	require.Contains(t, string(out), "--- PASS: TestFileSizeLimitChild", "child did not run:\n%s", out)

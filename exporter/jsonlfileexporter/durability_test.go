@@ -62,7 +62,7 @@ func TestGroupCommitOneFsyncForConcurrentRequests(t *testing.T) {
 	const requests, spansEach = 16, 10
 	dir := t.TempDir()
 	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	// The timeout only guards the test: min_size closes the batch.
 	te := startExporters(t, durableConfig(dir, requests*spansEach, time.Minute), metadatatest.NewSettings(tt))
 
@@ -80,7 +80,7 @@ func TestGroupCommitOneFsyncForConcurrentRequests(t *testing.T) {
 func TestGroupCommitFlushTimeoutBoundsTheWait(t *testing.T) {
 	dir := t.TempDir()
 	te := startExporters(t, durableConfig(dir, 1_000_000, 20*time.Millisecond), nopSettings())
-	require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 5)))
+	require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 5)))
 	assert.Equal(t, 5, countLines(t, filepath.Join(dir, "traces.jsonl")))
 }
 
@@ -90,9 +90,9 @@ func TestGroupCommitFailureReachesEveryWaiter(t *testing.T) {
 	const requests, spansEach = 8, 10
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "blocker")
-	require.NoError(t, os.WriteFile(blocker, nil, 0o640))
+	require.NoError(t, os.WriteFile(blocker, nil, 0o600))
 	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	// A directory below a regular file: the write can never succeed.
 	te := startExporters(t, durableConfig(filepath.Join(blocker, "out"), requests*spansEach, time.Minute), metadatatest.NewSettings(tt))
 
@@ -112,12 +112,13 @@ func TestSharedFileCreditsEachSignal(t *testing.T) {
 	cfg.LogsPath = "all.jsonl"
 	cfg.FlushInterval = time.Hour // everything waits in one buffer until shutdown
 	tracesTel, logsTel := componenttest.NewTelemetry(), componenttest.NewTelemetry()
+	//nolint:usetesting // t.Context() is canceled before Cleanup runs
 	t.Cleanup(func() {
 		require.NoError(t, tracesTel.Shutdown(context.Background()))
 		require.NoError(t, logsTel.Shutdown(context.Background()))
 	})
 	f := NewFactory()
-	ctx := context.Background()
+	ctx := t.Context()
 	traces, err := f.CreateTraces(ctx, metadatatest.NewSettings(tracesTel), cfg)
 	require.NoError(t, err)
 	logs, err := f.CreateLogs(ctx, metadatatest.NewSettings(logsTel), cfg)
@@ -161,9 +162,9 @@ func TestMaxDistinctPathsSendsNewPathsToTheOverflowFile(t *testing.T) {
 	cfg.TracesPath = "{nemo.run.id}/traces.jsonl"
 	cfg.MaxDistinctPaths = 3
 	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	te := startExporters(t, cfg, metadatatest.NewSettings(tt))
-	ctx := context.Background()
+	ctx := t.Context()
 	send := func(run string) {
 		require.NoError(t, te.traces.ConsumeTraces(ctx, runTraces(map[string]any{"nemo.run.id": run})))
 	}
@@ -214,7 +215,7 @@ func TestStartRepairsCutLastLinesOfFilesNotWrittenAgain(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "run-ended", "traces.jsonl")
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o750))
-	require.NoError(t, os.WriteFile(path, []byte("{\"a\":1}\n{\"a\":2}\n{\"a\":"), 0o640))
+	require.NoError(t, os.WriteFile(path, []byte("{\"a\":1}\n{\"a\":2}\n{\"a\":"), 0o600))
 	cfg := testConfig(dir)
 	cfg.TracesPath = "{nemo.run.id}/traces.jsonl"
 	te := startExporters(t, cfg, nopSettings())

@@ -107,31 +107,31 @@ type logRecord struct {
 
 // splitLines splits JSONL output into lines, requiring that it is not empty
 // and ends with a line end.
-func splitLines(t testing.TB, out []byte) [][]byte {
-	t.Helper()
-	require.NotEmpty(t, out)
-	require.Equal(t, byte('\n'), out[len(out)-1], "output must end with a line end")
+func splitLines(tb testing.TB, out []byte) [][]byte {
+	tb.Helper()
+	require.NotEmpty(tb, out)
+	require.Equal(tb, byte('\n'), out[len(out)-1], "output must end with a line end")
 	return bytes.Split(out[:len(out)-1], []byte{'\n'})
 }
 
 // decodeStrict decodes one line into v the way a strict reader would: valid
 // UTF-8, valid RFC 8259 JSON, one value per line, no unknown key.
-func decodeStrict(t testing.TB, line []byte, v any) {
-	t.Helper()
-	require.True(t, utf8.Valid(line), "line is not valid UTF-8: %q", line)
-	require.True(t, json.Valid(line), "line is not valid JSON: %s", line)
+func decodeStrict(tb testing.TB, line []byte, v any) {
+	tb.Helper()
+	require.True(tb, utf8.Valid(line), "line is not valid UTF-8: %q", line)
+	require.True(tb, json.Valid(line), "line is not valid JSON: %s", line)
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
-	require.NoError(t, dec.Decode(v), "line: %s", line)
+	require.NoError(tb, dec.Decode(v), "line: %s", line)
 	_, err := dec.Token()
-	require.ErrorIs(t, err, io.EOF, "line holds more than one JSON value: %s", line)
+	require.ErrorIs(tb, err, io.EOF, "line holds more than one JSON value: %s", line)
 }
 
-func keysOf(t testing.TB, line []byte) []string {
-	t.Helper()
+func keysOf(tb testing.TB, line []byte) []string {
+	tb.Helper()
 	var m map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(line, &m))
+	require.NoError(tb, json.Unmarshal(line, &m))
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

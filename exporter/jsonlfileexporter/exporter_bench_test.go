@@ -1,7 +1,6 @@
 package jsonlfileexporter
 
 import (
-	"context"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -31,17 +30,17 @@ const benchRanks, benchPerRank = 8, 125
 
 type benchTarget struct {
 	name  string
-	build func(b *testing.B, dir string) (component.Config, exporter.Factory)
+	build func(dir string) (component.Config, exporter.Factory)
 }
 
 func benchTargets() []benchTarget {
 	return []benchTarget{
-		{"jsonl_file", func(b *testing.B, dir string) (component.Config, exporter.Factory) {
+		{"jsonl_file", func(dir string) (component.Config, exporter.Factory) {
 			cfg := testConfig(dir)
 			cfg.Rotation = RotationConfig{MaxMegabytes: 64, MaxBackups: 1}
 			return cfg, NewFactory()
 		}},
-		{"stock_file_json", func(b *testing.B, dir string) (component.Config, exporter.Factory) {
+		{"stock_file_json", func(dir string) (component.Config, exporter.Factory) {
 			f := fileexporter.NewFactory()
 			cfg := f.CreateDefaultConfig().(*fileexporter.Config)
 			cfg.Path = filepath.Join(dir, "out.json")
@@ -57,7 +56,7 @@ func benchTargets() []benchTarget {
 func runBench(b *testing.B, start func(dir string) (component.Component, func() error), records int) {
 	dir := b.TempDir()
 	c, consume := start(dir)
-	ctx := context.Background()
+	ctx := b.Context()
 	if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
 		b.Fatal(err)
 	}
@@ -94,12 +93,12 @@ func BenchmarkJSONLTraces(b *testing.B) {
 	for _, target := range benchTargets() {
 		b.Run(target.name, func(b *testing.B) {
 			runBench(b, func(dir string) (component.Component, func() error) {
-				cfg, f := target.build(b, dir)
-				exp, err := f.CreateTraces(context.Background(), benchSettings(f), cfg)
+				cfg, f := target.build(dir)
+				exp, err := f.CreateTraces(b.Context(), benchSettings(f), cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
-				return exp, func() error { return exp.ConsumeTraces(context.Background(), td) }
+				return exp, func() error { return exp.ConsumeTraces(b.Context(), td) }
 			}, td.SpanCount())
 		})
 	}
@@ -111,12 +110,12 @@ func BenchmarkJSONLMetrics(b *testing.B) {
 	for _, target := range benchTargets() {
 		b.Run(target.name, func(b *testing.B) {
 			runBench(b, func(dir string) (component.Component, func() error) {
-				cfg, f := target.build(b, dir)
-				exp, err := f.CreateMetrics(context.Background(), benchSettings(f), cfg)
+				cfg, f := target.build(dir)
+				exp, err := f.CreateMetrics(b.Context(), benchSettings(f), cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
-				return exp, func() error { return exp.ConsumeMetrics(context.Background(), md) }
+				return exp, func() error { return exp.ConsumeMetrics(b.Context(), md) }
 			}, md.DataPointCount())
 		})
 	}
@@ -128,12 +127,12 @@ func BenchmarkJSONLLogs(b *testing.B) {
 	for _, target := range benchTargets() {
 		b.Run(target.name, func(b *testing.B) {
 			runBench(b, func(dir string) (component.Component, func() error) {
-				cfg, f := target.build(b, dir)
-				exp, err := f.CreateLogs(context.Background(), benchSettings(f), cfg)
+				cfg, f := target.build(dir)
+				exp, err := f.CreateLogs(b.Context(), benchSettings(f), cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
-				return exp, func() error { return exp.ConsumeLogs(context.Background(), ld) }
+				return exp, func() error { return exp.ConsumeLogs(b.Context(), ld) }
 			}, ld.LogRecordCount())
 		})
 	}

@@ -60,7 +60,7 @@ func startExporters(t *testing.T, cfg *Config, set exporter.Settings) *testExpor
 	core, logged := observer.New(zap.DebugLevel)
 	set.Logger = zap.New(core)
 	f := NewFactory()
-	ctx := context.Background()
+	ctx := t.Context()
 	te := &testExporters{logged: logged}
 	var err error
 	te.traces, err = f.CreateTraces(ctx, set, cfg)
@@ -76,7 +76,7 @@ func startExporters(t *testing.T, cfg *Config, set exporter.Settings) *testExpor
 	te.shutdown = func() {
 		once.Do(func() {
 			for _, c := range []component.Component{te.traces, te.metrics, te.logs} {
-				assert.NoError(t, c.Shutdown(ctx))
+				assert.NoError(t, c.Shutdown(context.Background())) //nolint:usetesting // also runs in Cleanup, when t.Context() is already canceled
 			}
 		})
 	}
@@ -126,7 +126,7 @@ func countLines(t *testing.T, path string) int {
 func TestWritesOneFilePerSignal(t *testing.T) {
 	dir := t.TempDir()
 	te := startExporters(t, testConfig(dir), nopSettings())
-	ctx := context.Background()
+	ctx := t.Context()
 	require.NoError(t, te.traces.ConsumeTraces(ctx, megatronTraces(8, 125)))
 	require.NoError(t, te.metrics.ConsumeMetrics(ctx, megatronMetrics(8, 125)))
 	require.NoError(t, te.logs.ConsumeLogs(ctx, megatronLogs(8, 125)))
@@ -175,9 +175,9 @@ func TestTelemetryCountsRecordsAndBytes(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
 	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	te := startExporters(t, cfg, metadatatest.NewSettings(tt))
-	require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(2, 30)))
+	require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(2, 30)))
 	te.shutdown()
 	metadatatest.AssertEqualExporterJsonlFileRecordsWritten(t, tt,
 		[]metricdata.DataPoint[int64]{{Value: 60}}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())

@@ -113,7 +113,7 @@ func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, 
 		exporterhelper.WithStart(shared.start),
 		exporterhelper.WithShutdown(se.shutdown),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-		// No timeout: a file write cannot be interrupted, so cancelling its
+		// No timeout: a file write cannot be interrupted, so canceling its
 		// context would bound nothing (exporterhelper's default is 5s).
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}),
 		exporterhelper.WithRetry(cfg.RetryConfig),

@@ -2,7 +2,6 @@ package jsonlfileexporter
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,13 +23,13 @@ import (
 func TestUnwritablePathIsPermanentAndLogged(t *testing.T) {
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "blocker")
-	require.NoError(t, os.WriteFile(blocker, nil, 0o640))
+	require.NoError(t, os.WriteFile(blocker, nil, 0o600))
 	cfg := testConfig(filepath.Join(blocker, "out")) // a directory below a regular file
 	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	te := startExporters(t, cfg, metadatatest.NewSettings(tt))
 
-	err := te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 5))
+	err := te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 5))
 	require.Error(t, err)
 	assert.True(t, consumererror.IsPermanent(err), "retrying cannot fix %v", err)
 	want := filepath.Join(blocker, "out", "traces.jsonl")
@@ -51,7 +50,7 @@ func TestPartialFailureRetriesOnlyFailedResources(t *testing.T) {
 	// run-bad's file is a directory: opening it fails for good.
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "run-bad", "traces.jsonl"), 0o750))
 	te := startExporters(t, cfg, nopSettings())
-	err := te.traces.ConsumeTraces(context.Background(), runTraces(
+	err := te.traces.ConsumeTraces(t.Context(), runTraces(
 		map[string]any{"nemo.run.id": "run-ok"},
 		map[string]any{"nemo.run.id": "run-bad"},
 	))
@@ -85,7 +84,7 @@ func TestRetryableFailureRetriesOnlyFailedResources(t *testing.T) {
 	require.NoError(t, err)
 
 	td := runTraces(map[string]any{"nemo.run.id": "run-a"}, map[string]any{"nemo.run.id": "run-b"})
-	err = se.consumeTraces(context.Background(), td)
+	err = se.consumeTraces(t.Context(), td)
 	require.Error(t, err)
 	assert.False(t, consumererror.IsPermanent(err))
 	assert.Contains(t, err.Error(), "max_open_files (1)")
@@ -98,17 +97,17 @@ func TestRetryableFailureRetriesOnlyFailedResources(t *testing.T) {
 	// The disk recovers: the retry and the buffered records all arrive once.
 	require.NoError(t, of.f.Close())
 	of.f = nil
-	require.NoError(t, se.consumeTraces(context.Background(), retry.Data()))
-	require.NoError(t, se.shutdown(context.Background()))
+	require.NoError(t, se.consumeTraces(t.Context(), retry.Data()))
+	require.NoError(t, se.shutdown(t.Context()))
 	assert.Equal(t, 4, countLines(t, filepath.Join(dir, "run-a.jsonl")))
 	assert.Equal(t, 3, countLines(t, filepath.Join(dir, "run-b.jsonl")))
 }
 
 func TestShutdownWithoutStart(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	exp, err := NewFactory().CreateTraces(context.Background(), nopSettings(), cfg)
+	exp, err := NewFactory().CreateTraces(t.Context(), nopSettings(), cfg)
 	require.NoError(t, err)
-	require.NoError(t, exp.Shutdown(context.Background()))
+	require.NoError(t, exp.Shutdown(t.Context()))
 }
 
 func TestWriteAfterShutdownIsRefused(t *testing.T) {
@@ -131,5 +130,5 @@ func TestErrorsAreClassified(t *testing.T) {
 	require.NoError(t, os.WriteFile(f, nil, 0o600))
 	_, err = os.Open(filepath.Join(f, "below"))
 	assert.True(t, consumererror.IsPermanent(classifyFileError(err)))
-	assert.True(t, errors.Is(classifyFileError(err), err))
+	assert.ErrorIs(t, classifyFileError(err), err)
 }

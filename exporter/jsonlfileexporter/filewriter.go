@@ -452,8 +452,7 @@ func (w *fileWriter) open(of *outFile) error {
 		return consumererror.NewPermanent(fmt.Errorf("open %s: not a regular file (%s)", of.path, st.Mode().Type()))
 	}
 	flag := os.O_RDWR | os.O_CREATE | os.O_APPEND
-	switch {
-	case !seen && !w.set.appendMode:
+	if !seen && !w.set.appendMode {
 		flag |= os.O_TRUNC
 	}
 	f, err := os.OpenFile(of.path, flag, w.set.perm)
@@ -463,8 +462,8 @@ func (w *fileWriter) open(of *outFile) error {
 	}
 	if !existed {
 		// The umask must not narrow the configured file_permissions.
-		if err := f.Chmod(w.set.perm); err != nil {
-			w.logger.Warn("Cannot set file_permissions", zap.String("path", of.path), zap.Error(err))
+		if chmodErr := f.Chmod(w.set.perm); chmodErr != nil {
+			w.logger.Warn("Cannot set file_permissions", zap.String("path", of.path), zap.Error(chmodErr))
 		}
 		if w.set.fsync {
 			syncDir(filepath.Dir(of.path))

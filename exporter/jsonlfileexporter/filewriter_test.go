@@ -1,7 +1,6 @@
 package jsonlfileexporter
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,7 +26,7 @@ func TestFlushInterval(t *testing.T) {
 		cfg := testConfig(dir)
 		cfg.FlushInterval = time.Hour
 		te := startExporters(t, cfg, nopSettings())
-		require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
+		require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
 		assert.Zero(t, fileSize(t, filepath.Join(dir, "traces.jsonl")), "nothing written before the flush")
 		te.shutdown()
 		assert.Equal(t, 10, countLines(t, filepath.Join(dir, "traces.jsonl")), "shutdown writes everything accepted")
@@ -37,7 +36,7 @@ func TestFlushInterval(t *testing.T) {
 		cfg := testConfig(dir)
 		cfg.FlushInterval = 20 * time.Millisecond
 		te := startExporters(t, cfg, nopSettings())
-		require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
+		require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
 		require.Eventually(t, func() bool {
 			return fileSize(t, filepath.Join(dir, "traces.jsonl")) > 0
 		}, 10*time.Second, 10*time.Millisecond)
@@ -48,7 +47,7 @@ func TestFlushInterval(t *testing.T) {
 		cfg := testConfig(dir)
 		cfg.FlushInterval = 0
 		te := startExporters(t, cfg, nopSettings())
-		require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
+		require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
 		assert.Equal(t, 10, countLines(t, filepath.Join(dir, "traces.jsonl")))
 	})
 	t.Run("a full buffer is written without waiting", func(t *testing.T) {
@@ -57,7 +56,7 @@ func TestFlushInterval(t *testing.T) {
 		cfg.FlushInterval = time.Hour
 		te := startExporters(t, cfg, nopSettings())
 		// 1,000 Megatron spans are well over flushThreshold.
-		require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(8, 125)))
+		require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(8, 125)))
 		assert.Equal(t, 1000, countLines(t, filepath.Join(dir, "traces.jsonl")))
 	})
 }
@@ -70,7 +69,7 @@ func TestAppend(t *testing.T) {
 			cfg.Append = appendMode
 			for range 2 {
 				te := startExporters(t, cfg, nopSettings())
-				require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
+				require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
 				te.shutdown()
 			}
 			want := 10
@@ -91,7 +90,7 @@ func TestAppendFalseTruncatesOnlyOnce(t *testing.T) {
 	cfg.MaxOpenFiles = 1
 	cfg.TracesPath = "{nemo.run.id}.jsonl"
 	te := startExporters(t, cfg, nopSettings())
-	ctx := context.Background()
+	ctx := t.Context()
 	for range 3 {
 		require.NoError(t, te.traces.ConsumeTraces(ctx, runTraces(map[string]any{"nemo.run.id": "a"})))
 		require.NoError(t, te.traces.ConsumeTraces(ctx, runTraces(map[string]any{"nemo.run.id": "b"})))
@@ -118,7 +117,7 @@ func TestFilePermissions(t *testing.T) {
 			cfg.FilePermissions = tc.perms
 			cfg.TracesPath = "{nemo.run.id}/traces.jsonl"
 			te := startExporters(t, cfg, nopSettings())
-			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 1)))
+			require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 1)))
 			te.shutdown()
 
 			st, err := os.Stat(filepath.Join(dir, "run-8f3a2c", "traces.jsonl"))
@@ -133,7 +132,7 @@ func TestFilePermissions(t *testing.T) {
 	}
 }
 
-// umask returns the process umask, which directories (unlike files) honour.
+// umask returns the process umask, which directories (unlike files) honor.
 func umask() os.FileMode {
 	dir, err := os.MkdirTemp("", "umask")
 	if err != nil {
@@ -141,7 +140,7 @@ func umask() os.FileMode {
 	}
 	defer os.Remove(dir)
 	f := filepath.Join(dir, "probe")
-	if err := os.Mkdir(f, 0o777); err != nil {
+	if err = os.Mkdir(f, 0o777); err != nil {
 		return 0
 	}
 	st, err := os.Stat(f)
@@ -159,7 +158,7 @@ func TestLRUEvictionLosesNothing(t *testing.T) {
 	cfg.TracesPath = "{nemo.run.id}.jsonl"
 	set := nopSettings()
 	te := startExporters(t, cfg, set)
-	ctx := context.Background()
+	ctx := t.Context()
 	runs := []string{"a", "b", "c", "d", "e"}
 	for round := range 4 {
 		for _, run := range runs {
@@ -222,7 +221,7 @@ func TestConcurrentWritersNeverTearLines(t *testing.T) {
 				for i := 0; i < spans.Len(); i++ {
 					spans.At(i).SetName(fmt.Sprintf("w%d-b%d-s%d", w, b, i))
 				}
-				assert.NoError(t, te.traces.ConsumeTraces(context.Background(), td))
+				assert.NoError(t, te.traces.ConsumeTraces(t.Context(), td))
 			}
 		})
 	}

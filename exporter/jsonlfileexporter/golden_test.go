@@ -244,7 +244,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	path := filepath.Join("testdata", "golden", name)
 	if *updateGolden {
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, got, 0o644))
+		require.NoError(t, os.WriteFile(path, got, 0o644)) //nolint:gosec // G306: a golden file is checked-in testdata, as readable as the rest of the source tree
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -264,8 +264,10 @@ func TestSpanRecordsGolden(t *testing.T) {
 		recs = append(recs, r)
 	}
 	// The keys the NeMo Lens span exporter wrote, and the additions.
-	base := []string{"attributes", "end_time_unix_nano", "events", "kind", "links", "name", "parent_id",
-		"resource", "scope", "span_id", "start_time_unix_nano", "status", "status_message", "trace_id"}
+	base := []string{
+		"attributes", "end_time_unix_nano", "events", "kind", "links", "name", "parent_id",
+		"resource", "scope", "span_id", "start_time_unix_nano", "status", "status_message", "trace_id",
+	}
 	assert.Equal(t, base, keysOf(t, lines[0]))
 	withDropped := append(slices.Clone(base), "dropped_attributes_count", "dropped_events_count", "dropped_links_count")
 	slices.Sort(withDropped)
@@ -384,6 +386,8 @@ func TestLogRecordsGolden(t *testing.T) {
 	assert.Equal(t, uint32(5), recs[1].DroppedAttributesCount)
 	assert.Equal(t, map[string]any{"loss": "NaN", "raw": "\uFFFD\uFFFD"}, recs[1].Body)
 	assert.Nil(t, recs[2].Body)
-	assert.Equal(t, []string{"attributes", "body", "observed_time_unix_nano", "resource", "scope",
-		"severity_number", "severity_text", "span_id", "time_unix_nano", "trace_id"}, keysOf(t, lines[2]))
+	assert.Equal(t, []string{
+		"attributes", "body", "observed_time_unix_nano", "resource", "scope",
+		"severity_number", "severity_text", "span_id", "time_unix_nano", "trace_id",
+	}, keysOf(t, lines[2]))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -132,10 +133,8 @@ func appendJSONFloat(dst []byte, f float64) []byte {
 		}
 		return dst
 	}
-	for _, c := range dst[start:] {
-		if c == '.' {
-			return dst
-		}
+	if slices.Contains(dst[start:], '.') {
+		return dst
 	}
 	return append(dst, '.', '0')
 }

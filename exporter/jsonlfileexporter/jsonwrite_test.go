@@ -130,8 +130,10 @@ func randomValue(r *rand.Rand, v pcommon.Value, depth int) {
 	}
 }
 
-var awkwardPieces = []string{"a", "Z", " ", "\"", "\\", "/", "\n", "\r", "\t", "\x00", "\x01", "\x1f", "\x7f",
-	"\xff", "\xc3", "\xc3\x28", "\xed\xa0\x80", "é", "日本", "\u2028", "\U0001F600", "<", ">", "&", "{", "}", "megatron."}
+var awkwardPieces = []string{
+	"a", "Z", " ", "\"", "\\", "/", "\n", "\r", "\t", "\x00", "\x01", "\x1f", "\x7f",
+	"\xff", "\xc3", "\xc3\x28", "\xed\xa0\x80", "é", "日本", "\u2028", "\U0001F600", "<", ">", "&", "{", "}", "megatron.",
+}
 
 func randomString(r *rand.Rand) string {
 	var sb strings.Builder
@@ -144,13 +146,13 @@ func randomString(r *rand.Rand) string {
 // expectedJSON is what a JSON reader must get for v: the value's type
 // kept, strings as encoding/json reads them back, NaN and infinities as the
 // documented strings, bytes as base64.
-func expectedJSON(t testing.TB, v pcommon.Value) any {
+func expectedJSON(tb testing.TB, v pcommon.Value) any {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
 		ref, err := json.Marshal(v.Str())
-		require.NoError(t, err)
+		require.NoError(tb, err)
 		var s string
-		require.NoError(t, json.Unmarshal(ref, &s))
+		require.NoError(tb, json.Unmarshal(ref, &s))
 		return s
 	case pcommon.ValueTypeInt:
 		return v.Int()
@@ -172,47 +174,47 @@ func expectedJSON(t testing.TB, v pcommon.Value) any {
 	case pcommon.ValueTypeSlice:
 		out := []any{}
 		for i := 0; i < v.Slice().Len(); i++ {
-			out = append(out, expectedJSON(t, v.Slice().At(i)))
+			out = append(out, expectedJSON(tb, v.Slice().At(i)))
 		}
 		return out
 	case pcommon.ValueTypeMap:
-		return expectedMap(t, v.Map())
+		return expectedMap(tb, v.Map())
 	default:
 		return nil
 	}
 }
 
-func expectedMap(t testing.TB, m pcommon.Map) map[string]any {
+func expectedMap(tb testing.TB, m pcommon.Map) map[string]any {
 	out := map[string]any{}
 	for k, v := range m.All() {
-		out[expectedJSON(t, pcommon.NewValueStr(k)).(string)] = expectedJSON(t, v)
+		out[expectedJSON(tb, pcommon.NewValueStr(k)).(string)] = expectedJSON(tb, v)
 	}
 	return out
 }
 
 // typedJSON turns decoded numbers into int64 when written without fraction
 // or exponent and float64 otherwise, so that types can be compared.
-func typedJSON(t testing.TB, v any) any {
+func typedJSON(tb testing.TB, v any) any {
 	switch x := v.(type) {
 	case json.Number:
 		if strings.ContainsAny(string(x), ".eE") {
 			f, err := x.Float64()
-			require.NoError(t, err)
+			require.NoError(tb, err)
 			return f
 		}
 		i, err := x.Int64()
-		require.NoError(t, err)
+		require.NoError(tb, err)
 		return i
 	case []any:
 		out := []any{}
 		for _, e := range x {
-			out = append(out, typedJSON(t, e))
+			out = append(out, typedJSON(tb, e))
 		}
 		return out
 	case map[string]any:
 		out := map[string]any{}
 		for k, e := range x {
-			out[k] = typedJSON(t, e)
+			out[k] = typedJSON(tb, e)
 		}
 		return out
 	default:
@@ -288,9 +290,9 @@ func TestNeedsEscape8(t *testing.T) {
 				b[i] = byte(0x20 + r.IntN(0x60))
 			}
 		}
-		any := slices.ContainsFunc(b[:], special)
+		hasSpecial := slices.ContainsFunc(b[:], special)
 		got := needsEscape8(load8(string(b[:]), 0))
-		if any {
+		if hasSpecial {
 			require.True(t, got, "%q", b)
 		} else {
 			require.False(t, got, "%q", b)

@@ -1,7 +1,6 @@
 package jsonlfileexporter
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +18,7 @@ func TestPathTemplates(t *testing.T) {
 	cfg.TracesPath = "{nemo.run.id}/rank-{nv.dl.rank}.jsonl"
 	cfg.MissingAttributeValue = "no-run"
 	te := startExporters(t, cfg, nopSettings())
-	require.NoError(t, te.traces.ConsumeTraces(context.Background(), runTraces(
+	require.NoError(t, te.traces.ConsumeTraces(t.Context(), runTraces(
 		map[string]any{"nemo.run.id": "run-a", "nv.dl.rank": 0},
 		map[string]any{"nemo.run.id": "run-a", "nv.dl.rank": "0"}, // the same rank as a string
 		map[string]any{"nemo.run.id": "run-b", "nv.dl.rank": 1},
@@ -58,7 +57,7 @@ func TestSignalsSharingAPathShareTheFile(t *testing.T) {
 	cfg.TracesPath = "{nemo.run.id}/all.jsonl"
 	cfg.LogsPath = "./{nemo.run.id}//all.jsonl" // the same file, spelled differently
 	te := startExporters(t, cfg, nopSettings())
-	ctx := context.Background()
+	ctx := t.Context()
 	for range 5 {
 		require.NoError(t, te.traces.ConsumeTraces(ctx, megatronTraces(2, 50)))
 		require.NoError(t, te.logs.ConsumeLogs(ctx, megatronLogs(2, 50)))

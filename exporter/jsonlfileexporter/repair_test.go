@@ -2,7 +2,6 @@ package jsonlfileexporter
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,8 +96,8 @@ func TestZstdCompleteEndOfOtherEncoders(t *testing.T) {
 		bin, err := exec.LookPath("zstd")
 		if err != nil {
 			// The Go encoder with other options then.
-			enc, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true))
-			require.NoError(t, err)
+			enc, encErr := zstd.NewWriter(nil, zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true))
+			require.NoError(t, encErr)
 			raw = enc.EncodeAll([]byte("{\"x\":1}\n"), raw)
 			continue
 		}
@@ -127,13 +126,13 @@ func TestReopenRemovesCutCompressedTail(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "traces.jsonl"+tc.suffix)
 			raw, ends := compressedFile(t, tc.codec, "{\"earlier\":1}\n", "{\"earlier\":2}\n{\"cut\":")
-			require.NoError(t, os.WriteFile(path, raw[:ends[1]-4], 0o640))
+			require.NoError(t, os.WriteFile(path, raw[:ends[1]-4], 0o600))
 
 			cfg := testConfig(dir)
 			cfg.Compression = Compression(tc.codec)
 			cfg.FlushInterval = 0
 			te := startExporters(t, cfg, nopSettings())
-			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
+			require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
 			te.shutdown()
 			lines := readRecords(t, path)
 			require.Len(t, lines, 11)
@@ -145,13 +144,13 @@ func TestReopenRemovesCutCompressedTail(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "traces.jsonl"+tc.suffix)
 			foreign := []byte("{\"not\":\"compressed\"}\n")
-			require.NoError(t, os.WriteFile(path, foreign, 0o640))
+			require.NoError(t, os.WriteFile(path, foreign, 0o600))
 
 			cfg := testConfig(dir)
 			cfg.Compression = Compression(tc.codec)
 			cfg.FlushInterval = 0
 			te := startExporters(t, cfg, nopSettings())
-			require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 10)))
+			require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
 			te.shutdown()
 			assert.Len(t, readRecords(t, path), 10)
 			backups := rotatedFiles(t, path)
@@ -179,7 +178,7 @@ func TestStartRepairsFilesOfEveryCodec(t *testing.T) {
 	}
 	for name, data := range files {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o750))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o640))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
 	}
 	cfg := testConfig(dir)
 	cfg.Compression = compressionZstd

@@ -32,9 +32,9 @@ func TestRotationBySizeWithTemplates(t *testing.T) {
 	cfg.Rotation.MaxMegabytes = 1
 	cfg.FlushInterval = 0
 	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	te := startExporters(t, cfg, metadatatest.NewSettings(tt))
-	ctx := context.Background()
+	ctx := t.Context()
 	sent := 0
 	for i := range 12 {
 		for _, run := range []string{"run-a", "run-b"} {
@@ -77,13 +77,13 @@ func TestRotationPrunesByCountAndAge(t *testing.T) {
 	current := filepath.Join(dir, "traces.jsonl")
 	// A rotated file from long ago and a file that only looks like one.
 	old := filepath.Join(dir, "traces-2020-01-01T00-00-00.000.jsonl")
-	require.NoError(t, os.WriteFile(old, []byte("{}\n"), 0o640))
+	require.NoError(t, os.WriteFile(old, []byte("{}\n"), 0o600))
 	unrelated := filepath.Join(dir, "traces-notes.jsonl")
-	require.NoError(t, os.WriteFile(unrelated, []byte("keep\n"), 0o640))
+	require.NoError(t, os.WriteFile(unrelated, []byte("keep\n"), 0o600))
 
 	te := startExporters(t, cfg, nopSettings())
 	for range 12 {
-		require.NoError(t, te.traces.ConsumeTraces(context.Background(), megatronTraces(1, 250)))
+		require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 250)))
 	}
 	te.shutdown()
 	backups := rotatedFiles(t, current)

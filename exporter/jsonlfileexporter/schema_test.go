@@ -18,19 +18,19 @@ import (
 
 // compileSchema compiles one of the shipped schemas; compiling also checks
 // the schema against the JSON Schema 2020-12 meta-schema.
-func compileSchema(t testing.TB, name string) *jsonschema.Schema {
-	t.Helper()
+func compileSchema(tb testing.TB, name string) *jsonschema.Schema {
+	tb.Helper()
 	sch, err := jsonschema.NewCompiler().Compile(filepath.Join("schema", name))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return sch
 }
 
-func validateLines(t testing.TB, sch *jsonschema.Schema, out []byte) {
-	t.Helper()
-	for _, line := range splitLines(t, out) {
+func validateLines(tb testing.TB, sch *jsonschema.Schema, out []byte) {
+	tb.Helper()
+	for _, line := range splitLines(tb, out) {
 		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(line))
-		require.NoError(t, err)
-		require.NoError(t, sch.Validate(inst), "line: %s", line)
+		require.NoError(tb, err)
+		require.NoError(tb, sch.Validate(inst), "line: %s", line)
 	}
 }
 

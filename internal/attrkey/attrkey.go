@@ -5,7 +5,7 @@
 // or those our components add.
 package attrkey // import "github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 
-import semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+import semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
 // Standard resource attributes.
 const (

@@ -10,11 +10,13 @@ import (
 	"compress/zlib"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -91,7 +93,9 @@ func Start(signalOf func(path string) string) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{URL: "http://" + l.Addr().String(), Addr: l.Addr().String(), signalOf: signalOf}
-	srv := &http.Server{Handler: http.HandlerFunc(s.serve)}
+	// ReadHeaderTimeout only bounds a client that stalls while sending a
+	// request's headers (waiting between requests does not count).
+	srv := &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: time.Minute}
 	s.stop = func() { _ = srv.Close() }
 	go func() { _ = srv.Serve(l) }()
 	return s, nil
@@ -185,9 +189,7 @@ func (s *Sink) serve(w http.ResponseWriter, req *http.Request) {
 	}
 
 	status, header, respBody := s.answer(r)
-	for k, v := range header {
-		w.Header()[k] = v
-	}
+	maps.Copy(w.Header(), header)
 	if respBody == nil && status == http.StatusOK {
 		respBody = emptyResponse(signal)
 	}

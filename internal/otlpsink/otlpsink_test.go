@@ -2,7 +2,6 @@ package otlpsink
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"testing"
 
@@ -29,7 +28,10 @@ func post(t *testing.T, url string) int {
 	t.Helper()
 	body, err := twoSpans().MarshalProto()
 	require.NoError(t, err)
-	resp, err := http.Post(url, "application/x-protobuf", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	return resp.StatusCode
@@ -67,7 +69,7 @@ func TestGRPCAnswersAsTheResponderSays(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	client := ptraceotlp.NewGRPCClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-token", "abc")
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-token", "abc")
 
 	partial := ptraceotlp.NewExportResponse()
 	partial.PartialSuccess().SetRejectedSpans(1)

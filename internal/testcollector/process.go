@@ -28,12 +28,12 @@ type Process struct {
 
 // StartProcess runs bin with args, with env added to the test process's
 // environment, writing its output to <name>.log in a temporary directory.
-func StartProcess(t testing.TB, name, bin string, args []string, env map[string]string) *Process {
-	t.Helper()
-	p := &Process{logPath: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+func StartProcess(tb testing.TB, name, bin string, args []string, env map[string]string) *Process {
+	tb.Helper()
+	p := &Process{logPath: filepath.Join(tb.TempDir(), name+".log"), done: make(chan struct{})}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = os.Environ()
@@ -44,7 +44,7 @@ func StartProcess(t testing.TB, name, bin string, args []string, env map[string]
 	p.cmd.Stderr = logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
-		t.Fatalf("start %s: %v", name, err)
+		tb.Fatalf("start %s: %v", name, err)
 	}
 	go func() {
 		p.waitErr = p.cmd.Wait()

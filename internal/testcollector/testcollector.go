@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -39,11 +40,11 @@ const (
 
 // RepoRoot returns the repository root (the directory holding go.mod and
 // builder-config.yaml), found by walking up from the working directory.
-func RepoRoot(t testing.TB) string {
-	t.Helper()
+func RepoRoot(tb testing.TB) string {
+	tb.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "builder-config.yaml")); err == nil {
@@ -51,7 +52,7 @@ func RepoRoot(t testing.TB) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("repository root (builder-config.yaml) not found above the working directory")
+			tb.Fatal("repository root (builder-config.yaml) not found above the working directory")
 		}
 		dir = parent
 	}
@@ -65,43 +66,43 @@ const RequireBinaryEnv = "OTELCOL_NEMO_REQUIRE_BINARY"
 
 // Binary returns the path of the collector binary: $OTELCOL_NEMO_BIN, or
 // _build/otelcol-nemo in the repository.
-func Binary(t testing.TB) string {
-	t.Helper()
+func Binary(tb testing.TB) string {
+	tb.Helper()
 	bin := os.Getenv("OTELCOL_NEMO_BIN")
 	if bin == "" {
-		bin = filepath.Join(RepoRoot(t), "_build", "otelcol-nemo")
+		bin = filepath.Join(RepoRoot(tb), "_build", "otelcol-nemo")
 	}
-	RequireFile(t, bin, "collector binary", "make build")
+	RequireFile(tb, bin, "collector binary", "make build")
 	return bin
 }
 
 // RequireFile checks that a prebuilt file the test needs exists: without
 // it the test is skipped, with a message naming the make target that builds
 // it, or failed when $OTELCOL_NEMO_REQUIRE_BINARY is set.
-func RequireFile(t testing.TB, path, what, target string) {
-	t.Helper()
+func RequireFile(tb testing.TB, path, what, target string) {
+	tb.Helper()
 	if _, err := os.Stat(path); err == nil {
 		return
 	}
-	msg := fmt.Sprintf("%s %s not found: run `%s` first (`make test` builds it)", what, path, target)
+	msg := fmt.Sprintf("%s %s not found: run %#q first (`make test` builds it)", what, path, target)
 	if os.Getenv(RequireBinaryEnv) != "" {
-		t.Fatal(msg)
+		tb.Fatal(msg)
 	}
-	t.Skip(msg)
+	tb.Skip(msg)
 }
 
 // BuildTool compiles the main package pkg of this module (e.g.
 // "./bench/loadgen") into a temporary directory and returns the binary's
 // path. The timeout only guards against a hung build.
-func BuildTool(t testing.TB, pkg string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+func BuildTool(tb testing.TB, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), filepath.Base(pkg))
+	ctx, cancel := context.WithTimeout(tb.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, GoTool(), "build", "-o", bin, pkg)
-	cmd.Dir = RepoRoot(t)
+	cmd := exec.CommandContext(ctx, GoTool(), "build", "-o", bin, pkg) //nolint:gosec // G204: the go tool and a package path fixed by the calling test, not external input
+	cmd.Dir = RepoRoot(tb)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		tb.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }
@@ -112,25 +113,28 @@ func GoTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	// A test binary runs on the machine that built it, so the build-time
+	// GOROOT is meaningful here (the reason runtime.GOROOT is deprecated does
+	// not apply); `go test` normally puts $GOROOT/bin on PATH anyway.
+	return filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: test binaries run where they were built, so the build-time GOROOT is valid
 }
 
 // Config returns the path of a preset in configs/.
-func Config(t testing.TB, name string) string {
-	t.Helper()
-	p := filepath.Join(RepoRoot(t), "configs", name)
+func Config(tb testing.TB, name string) string {
+	tb.Helper()
+	p := filepath.Join(RepoRoot(tb), "configs", name)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("preset %s: %v", name, err)
+		tb.Fatalf("preset %s: %v", name, err)
 	}
 	return p
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free when asked.
-func FreePort(t testing.TB) int {
-	t.Helper()
+func FreePort(tb testing.TB) int {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+		tb.Fatalf("find a free port: %v", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
@@ -172,29 +176,29 @@ type Options struct {
 // called before. A port found free can be taken by another process before the
 // collector binds it (tests of several packages run at once): Start then
 // tries again with new ports, a few times.
-func Start(t testing.TB, config string, opts Options) *Collector {
-	t.Helper()
+func Start(tb testing.TB, config string, opts Options) *Collector {
+	tb.Helper()
 	const attempts = 3
 	for i := 1; ; i++ {
-		c, err := start(t, config, opts)
+		c, err := start(tb, config, opts)
 		if err == nil {
 			return c
 		}
 		if i == attempts || !strings.Contains(c.Logs(), "address already in use") {
-			t.Fatalf("%v; its log:\n%s", err, c.Logs())
+			tb.Fatalf("%v; its log:\n%s", err, c.Logs())
 		}
-		t.Logf("attempt %d: a port was taken before the collector bound it; retrying with new ports", i)
+		tb.Logf("attempt %d: a port was taken before the collector bound it; retrying with new ports", i)
 	}
 }
 
-func start(t testing.TB, config string, opts Options) (*Collector, error) {
-	t.Helper()
+func start(tb testing.TB, config string, opts Options) (*Collector, error) {
+	tb.Helper()
 	c := &Collector{
-		t:           t,
-		GRPCPort:    FreePort(t),
-		HTTPPort:    FreePort(t),
-		HealthPort:  FreePort(t),
-		MetricsPort: FreePort(t),
+		t:           tb,
+		GRPCPort:    FreePort(tb),
+		HTTPPort:    FreePort(tb),
+		HealthPort:  FreePort(tb),
+		MetricsPort: FreePort(tb),
 	}
 	c.Env = map[string]string{
 		"OTELCOL_LISTEN_HOST":  "127.0.0.1",
@@ -203,17 +207,15 @@ func start(t testing.TB, config string, opts Options) (*Collector, error) {
 		"HEALTH_CHECK_PORT":    strconv.Itoa(c.HealthPort),
 		"OTELCOL_METRICS_PORT": strconv.Itoa(c.MetricsPort),
 	}
-	for k, v := range opts.Env {
-		c.Env[k] = v
-	}
-	c.proc = StartProcess(t, "collector", Binary(t), append([]string{"--config=" + config}, opts.Args...), c.Env)
+	maps.Copy(c.Env, opts.Env)
+	c.proc = StartProcess(tb, "collector", Binary(tb), append([]string{"--config=" + config}, opts.Args...), c.Env)
 	if !opts.NoWait {
 		if err := c.waitHealthy(); err != nil {
 			c.Kill()
 			return c, err
 		}
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		c.mu.Lock()
 		stopped := c.stopped
 		c.mu.Unlock()
@@ -228,7 +230,12 @@ func (c *Collector) waitHealthy() error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/", c.HealthPort)
 	switch err := c.proc.WaitForOK(url, StartTimeout); {
 	case errors.Is(err, ErrExited):
-		return fmt.Errorf("collector exited during start-up (%v)", c.proc.Err())
+		exitErr := c.proc.Err()
+		if exitErr == nil {
+			// A clean exit: %w would print a nil error as "%!w(<nil>)".
+			return errors.New("collector exited during start-up (<nil>)")
+		}
+		return fmt.Errorf("collector exited during start-up (%w)", exitErr)
 	case err != nil:
 		return fmt.Errorf("collector not healthy on %s after %s", url, StartTimeout)
 	}
@@ -351,9 +358,9 @@ func (c *Collector) WaitForMetric(timeout time.Duration, cond func(float64) bool
 
 // Run runs the binary with args (e.g. "validate", "--config=...") and env,
 // and returns its combined output and error.
-func Run(t testing.TB, env map[string]string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
+func Run(tb testing.TB, env map[string]string, args ...string) (string, error) {
+	tb.Helper()
+	cmd := exec.Command(Binary(tb), args...) //nolint:gosec // G204: runs the collector binary under test with arguments the test chose
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -88,7 +88,8 @@ func (f *runFactory) acquireSingleNode(id component.ID, cfg *Config) (*singleNod
 		once.Do(func() {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			if shared.refs--; shared.refs == 0 {
+			shared.refs--
+			if shared.refs == 0 {
 				shared.state.stop()
 				if f.single[id] == shared {
 					delete(f.single, id)

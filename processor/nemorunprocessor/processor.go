@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -45,12 +46,7 @@ var writtenKeys = []string{
 }
 
 func isWrittenKey(key string) bool {
-	for _, k := range writtenKeys {
-		if k == key {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(writtenKeys, key)
 }
 
 // outcome is what happened to one resource's nemo.run.id.
@@ -166,7 +162,7 @@ func withClock(clk clock.Clock) processorOption {
 // Without withSingleNode, a processor that needs single-node state gets its
 // own, on the wall clock unless withClock says otherwise, and stops it at
 // shutdown.
-func newRunProcessor(set processor.Settings, cfg *Config, signal string, generatedID string, opts ...processorOption) (*runProcessor, error) {
+func newRunProcessor(set processor.Settings, cfg *Config, signal, generatedID string, opts ...processorOption) (*runProcessor, error) {
 	p := &runProcessor{
 		logger:         set.Logger,
 		override:       cfg.Override,

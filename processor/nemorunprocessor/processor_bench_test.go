@@ -216,7 +216,7 @@ func newPipeline(b *testing.B, bc benchCase, withNemoRun bool) *pipeline {
 	}
 	require.NoError(b, err)
 	require.NoError(b, proc.Start(b.Context(), componenttest.NewNopHost()))
-	b.Cleanup(func() { require.NoError(b, proc.Shutdown(context.Background())) })
+	b.Cleanup(func() { require.NoError(b, proc.Shutdown(context.Background())) }) //nolint:usetesting // b.Context() is canceled before Cleanup runs
 	return &pipeline{proc: proc}
 }
 
@@ -266,14 +266,14 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 			b.Run(bc.name+"/"+shape.name, func(b *testing.B) {
 				base := newPipeline(b, bc, false)
 				tel := componenttest.NewTelemetry()
-				b.Cleanup(func() { require.NoError(b, tel.Shutdown(context.Background())) })
+				b.Cleanup(func() { require.NoError(b, tel.Shutdown(context.Background())) }) //nolint:usetesting // b.Context() is canceled before Cleanup runs
 				set := processortest.NewNopSettings(metadata.Type)
 				set.TelemetrySettings = tel.NewTelemetrySettings()
 				cfg := createDefaultConfig().(*Config)
 				bc.env.apply(cfg)
 				run, err := newRunProcessor(set, cfg, "traces", testGenerated)
 				require.NoError(b, err)
-				b.Cleanup(func() { require.NoError(b, run.shutdown(context.Background())) })
+				b.Cleanup(func() { require.NoError(b, run.shutdown(context.Background())) }) //nolint:usetesting // b.Context() is canceled before Cleanup runs
 
 				var baseNs, runNs time.Duration
 				for b.Loop() {

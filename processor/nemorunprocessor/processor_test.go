@@ -2,6 +2,7 @@ package nemorunprocessor
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -88,13 +89,9 @@ func TestRanks(t *testing.T) {
 
 				assert.Equal(t, tt.wantInvalid, tl.invalid)
 				want := make(map[string]any, len(tt.in))
-				for k, v := range tt.in {
-					want[k] = v
-				}
+				maps.Copy(want, tt.in)
 				if canonical {
-					for k, v := range tt.wantCanonical {
-						want[k] = v
-					}
+					maps.Copy(want, tt.wantCanonical)
 				}
 				assert.Equal(t, want, attrs.AsRaw(), "sender's rank attributes are never rewritten")
 			})
@@ -111,17 +108,27 @@ func TestWandbIdentity(t *testing.T) {
 		wantEntity, wantProj any
 	}{
 		{name: "inserted from config", entity: "nv", project: "llama", in: map[string]any{}, wantEntity: "nv", wantProj: "llama"},
-		{name: "inserted from the collector environment as the presets pass it", env: fakeEnv{"WANDB_ENTITY": " env-ent ", "WANDB_PROJECT": "env-proj"},
-			in: map[string]any{}, wantEntity: "env-ent", wantProj: "env-proj"},
-		{name: "sender's values never overwritten", entity: "nv", project: "llama",
+		{
+			name: "inserted from the collector environment as the presets pass it", env: fakeEnv{"WANDB_ENTITY": " env-ent ", "WANDB_PROJECT": "env-proj"},
+			in: map[string]any{}, wantEntity: "env-ent", wantProj: "env-proj",
+		},
+		{
+			name: "sender's values never overwritten", entity: "nv", project: "llama",
 			in:         map[string]any{"wandb.entity": "team", "wandb.project": "mine"},
-			wantEntity: "team", wantProj: "mine"},
-		{name: "each inserted independently", entity: "nv", project: "llama",
-			in: map[string]any{"wandb.project": "mine"}, wantEntity: "nv", wantProj: "mine"},
-		{name: "empty string counts as missing", entity: "nv", project: "llama",
-			in: map[string]any{"wandb.entity": ""}, wantEntity: "nv", wantProj: "llama"},
-		{name: "a non-string value is not overwritten", entity: "nv", project: "llama",
-			in: map[string]any{"wandb.entity": int64(7)}, wantEntity: int64(7), wantProj: "llama"},
+			wantEntity: "team", wantProj: "mine",
+		},
+		{
+			name: "each inserted independently", entity: "nv", project: "llama",
+			in: map[string]any{"wandb.project": "mine"}, wantEntity: "nv", wantProj: "mine",
+		},
+		{
+			name: "empty string counts as missing", entity: "nv", project: "llama",
+			in: map[string]any{"wandb.entity": ""}, wantEntity: "nv", wantProj: "llama",
+		},
+		{
+			name: "a non-string value is not overwritten", entity: "nv", project: "llama",
+			in: map[string]any{"wandb.entity": int64(7)}, wantEntity: int64(7), wantProj: "llama",
+		},
 		{name: "nothing configured: nothing inserted", in: map[string]any{}, wantEntity: nil, wantProj: nil},
 	}
 	for _, tt := range tests {
@@ -206,28 +213,44 @@ func TestKeptRunIDDoesNotAllocate(t *testing.T) {
 		in        map[string]any
 	}{
 		{name: "no job keys", in: map[string]any{"nemo.run.id": "a1b2c3d4e5f6", "nv.dl.rank": int64(3), "nv.dl.world_size": int64(8)}},
-		{name: "explicit id with kubernetes job keys and string ranks",
+		{
+			name:      "explicit id with kubernetes job keys and string ranks",
 			configure: func(c *Config) { c.WandbEntity = "nv"; c.WandbProject = "llama" },
 			in: k8sJob("a-rather-long-namespace-name-for-research", "llama3-70b-pretrain-with-a-long-name", map[string]any{
 				"nemo.run.id": "llama3-70b-run7", "dl.rank": "5", "dl.world_size": "8", "dl.local_rank": "1",
 				"wandb.entity": "team", "wandb.project": "mine",
-			})},
-		{name: "per-process id of the first rank of a single-node launch",
-			in: map[string]any{"nemo.run.id": "a1b2c3d4e5f6", "host.name": "dgx-07", "service.name": "megatron",
-				"nv.dl.rank": int64(0), "nv.dl.world_size": int64(8), "nv.dl.local_rank": int64(0)}},
-		{name: "id already reconciled within a single-node launch",
-			in: map[string]any{"nemo.run.id": "a1b2c3d4e5f6", "nemo.run_id_source": "single_node", "nemo.original_run_id": "0f0e0d0c0b0a",
-				"host.name": "dgx-07", "nv.dl.rank": int64(3), "nv.dl.world_size": int64(8)}},
+			}),
+		},
+		{
+			name: "per-process id of the first rank of a single-node launch",
+			in: map[string]any{
+				"nemo.run.id": "a1b2c3d4e5f6", "host.name": "dgx-07", "service.name": "megatron",
+				"nv.dl.rank": int64(0), "nv.dl.world_size": int64(8), "nv.dl.local_rank": int64(0),
+			},
+		},
+		{
+			name: "id already reconciled within a single-node launch",
+			in: map[string]any{
+				"nemo.run.id": "a1b2c3d4e5f6", "nemo.run_id_source": "single_node", "nemo.original_run_id": "0f0e0d0c0b0a",
+				"host.name": "dgx-07", "nv.dl.rank": int64(3), "nv.dl.world_size": int64(8),
+			},
+		},
 		{name: "id equal to an int slurm job id", in: map[string]any{"nemo.run.id": "123456789012", "slurm.job.id": int64(123456789012)}},
-		{name: "id already derived from kubernetes keys",
-			in: k8sJob("ml", "llama-pretrain", map[string]any{"nemo.run.id": llamaJobID, "nemo.run_id_source": "job_keys"})},
-		{name: "canonical ranks already present",
+		{
+			name: "id already derived from kubernetes keys",
+			in:   k8sJob("ml", "llama-pretrain", map[string]any{"nemo.run.id": llamaJobID, "nemo.run_id_source": "job_keys"}),
+		},
+		{
+			name:      "canonical ranks already present",
 			configure: func(c *Config) { c.CanonicalRanks = true },
-			in:        map[string]any{"nemo.run.id": "x", "dl.rank": "5", "nemo.rank": int64(5)}},
-		{name: "override with an equal id",
+			in:        map[string]any{"nemo.run.id": "x", "dl.rank": "5", "nemo.rank": int64(5)},
+		},
+		{
+			name:      "override with an equal id",
 			configure: func(c *Config) { c.Override = true },
 			env:       fakeEnv{"NEMO_LENS_RUN_ID": "job-7"},
-			in:        map[string]any{"nemo.run.id": "job-7"}},
+			in:        map[string]any{"nemo.run.id": "job-7"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,7 +314,7 @@ func allSignals(t *testing.T, f processor.Factory, set processor.Settings, cfg *
 		Shutdown(context.Context) error
 	}{tp, mp, lp} {
 		require.NoError(t, c.Start(ctx, componenttest.NewNopHost()))
-		t.Cleanup(func() { assert.NoError(t, c.Shutdown(context.Background())) })
+		t.Cleanup(func() { assert.NoError(t, c.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	}
 
 	td, md, ld := ptrace.NewTraces(), pmetric.NewMetrics(), plog.NewLogs()
@@ -369,7 +392,7 @@ func TestGeneratedIDSharedBySignalsOfOneCollector(t *testing.T) {
 
 func TestInternalMetrics(t *testing.T) {
 	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	cfg := createDefaultConfig().(*Config)
 	fakeEnv{"SLURM_JOB_ID": "99"}.apply(cfg)
 	f := NewFactory()
@@ -404,8 +427,10 @@ func TestGarbageNeverPanics(t *testing.T) {
 		pcommon.NewValueBytes(), pcommon.NewValueMap(), pcommon.NewValueSlice(), pcommon.NewValueStr("\n"),
 		pcommon.NewValueStr(strings.Repeat("x", 4096)), pcommon.NewValueInt(-1),
 	}
-	keys := []string{"nemo.run.id", "slurm.job.id", "nv.dl.job.uuid", "k8s.namespace.name", "k8s.job.name",
-		"dl.rank", "nv.dl.world_size", "dl.local_rank", "wandb.entity", "nemo.original_run_id"}
+	keys := []string{
+		"nemo.run.id", "slurm.job.id", "nv.dl.job.uuid", "k8s.namespace.name", "k8s.job.name",
+		"dl.rank", "nv.dl.world_size", "dl.local_rank", "wandb.entity", "nemo.original_run_id",
+	}
 	for _, v := range weird {
 		attrs := pcommon.NewMap()
 		for _, k := range keys {

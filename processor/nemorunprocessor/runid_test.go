@@ -45,24 +45,24 @@ func (e fakeEnv) apply(c *Config) {
 // newTestProcessor builds a traces processor from the default config with
 // env applied, then configure; its single-node state, if any, runs on a
 // fake clock (p.clock).
-func newTestProcessor(t testing.TB, configure func(*Config), env fakeEnv) *runProcessor {
-	t.Helper()
+func newTestProcessor(tb testing.TB, configure func(*Config), env fakeEnv) *runProcessor {
+	tb.Helper()
 	cfg := createDefaultConfig().(*Config)
 	env.apply(cfg)
 	if configure != nil {
 		configure(cfg)
 	}
-	require.NoError(t, cfg.Validate())
+	require.NoError(tb, cfg.Validate())
 	p, err := newRunProcessor(processortest.NewNopSettings(metadata.Type), cfg, "traces", testGenerated, withClock(clocktest.NewFake()))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, p.shutdown(context.Background())) })
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, p.shutdown(context.Background())) }) //nolint:usetesting // tb.Context() is canceled before Cleanup runs
 	return p
 }
 
-func resourceAttrs(t testing.TB, raw map[string]any) pcommon.Map {
-	t.Helper()
+func resourceAttrs(tb testing.TB, raw map[string]any) pcommon.Map {
+	tb.Helper()
 	m := pcommon.NewMap()
-	require.NoError(t, m.FromRaw(raw))
+	require.NoError(tb, m.FromRaw(raw))
 	return m
 }
 
@@ -357,10 +357,10 @@ func TestAssignRunIDPrecedence(t *testing.T) {
 }
 
 // derivedRunID is the id a resource with attrs gets from the job key set keys.
-func derivedRunID(t testing.TB, attrs pcommon.Map, keys []string) string {
-	t.Helper()
+func derivedRunID(tb testing.TB, attrs pcommon.Map, keys []string) string {
+	tb.Helper()
 	var j job
-	require.True(t, j.read(attrs, keys), "all of %v present", keys)
+	require.True(tb, j.read(attrs, keys), "all of %v present", keys)
 	return string(j.appendRunID(nil))
 }
 
@@ -404,7 +404,7 @@ func TestDerivedRunIDIsDeterministicAcrossCollectors(t *testing.T) {
 	fakeEnv{"NEMO_LENS_RUN_ID": "other"}.apply(cfgB)
 	collectorB, err := newRunProcessor(processortest.NewNopSettings(metadata.Type), cfgB, "metrics", "0123456789ab")
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, collectorB.shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, collectorB.shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 
 	type rank struct {
 		job   string

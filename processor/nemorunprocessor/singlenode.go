@@ -464,7 +464,7 @@ func (s *singleNode) join(l *launch, rank int64, id string, now time.Time) verdi
 // are merged (they were remembered with the launch's id already).
 func (s *singleNode) resolve(l *launch, now time.Time) {
 	complete := int64(len(l.ranks)) == l.key.worldSize
-	if !(complete && now.Sub(l.lastNew) >= s.settle) && now.Sub(l.first) < s.hold {
+	if (!complete || now.Sub(l.lastNew) < s.settle) && now.Sub(l.first) < s.hold {
 		return
 	}
 	l.pending, l.complete = false, complete

@@ -69,7 +69,7 @@ func newSingleNodeHarness(t *testing.T, configure func(*Config)) *singleNodeHarn
 	core, logs := observer.New(zapcore.InfoLevel)
 	h.logs = logs
 	h.tel = componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, h.tel.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, h.tel.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	set := metadatatest.NewSettings(h.tel)
 	set.Logger = zap.New(core)
 	cfg := createDefaultConfig().(*Config)
@@ -83,6 +83,7 @@ func newSingleNodeHarness(t *testing.T, configure func(*Config)) *singleNodeHarn
 	require.NoError(t, err)
 	h.metrics, err = h.factory.newProcessor(set, cfg, "metrics")
 	require.NoError(t, err)
+	//nolint:usetesting // t.Context() is canceled before Cleanup runs
 	t.Cleanup(func() {
 		require.NoError(t, h.traces.shutdown(context.Background()))
 		require.NoError(t, h.metrics.shutdown(context.Background()))
@@ -101,7 +102,7 @@ type sent struct {
 // start runs one batch of resources through the traces or metrics processor
 // on a goroutine of its own, with ctx, so that the test can move the clock
 // while single-node reconciliation holds it.
-func (h *singleNodeHarness) start(t *testing.T, ctx context.Context, signal string, resources ...map[string]any) *sent {
+func (h *singleNodeHarness) start(ctx context.Context, t *testing.T, signal string, resources ...map[string]any) *sent {
 	t.Helper()
 	s := &sent{done: make(chan struct{})}
 	switch signal {
@@ -166,17 +167,17 @@ func (s *sent) returned() bool {
 // processor and returns the resulting resource attributes.
 func (h *singleNodeHarness) send(t *testing.T, signal string, resources ...map[string]any) []map[string]any {
 	t.Helper()
-	out, err := h.start(t, t.Context(), signal, resources...).result(t)
+	out, err := h.start(t.Context(), t, signal, resources...).result(t)
 	require.NoError(t, err)
 	return out
 }
 
-// sendHeld runs one batch that single-node reconciliation holds: once it is
-// held, it moves the clock by d (the settle or the hold) and returns the
-// output of the released batch.
-func (h *singleNodeHarness) sendHeld(t *testing.T, d time.Duration, signal string, resources ...map[string]any) []map[string]any {
+// sendHeld runs one batch of traces that single-node reconciliation holds:
+// once it is held, it moves the clock by d (the settle or the hold) and
+// returns the output of the released batch.
+func (h *singleNodeHarness) sendHeld(t *testing.T, d time.Duration, resources ...map[string]any) []map[string]any {
 	t.Helper()
-	s := h.start(t, t.Context(), signal, resources...)
+	s := h.start(t.Context(), t, "traces", resources...)
 	h.waitHeld(t, 1)
 	require.False(t, s.returned(), "held until decided")
 	h.clock.Advance(d)
@@ -237,7 +238,7 @@ func (h *singleNodeHarness) sendInOrder(t *testing.T, resources []map[string]any
 	var reqs []*sent
 	for _, r := range resources {
 		before := h.state().heldRequests()
-		s := h.start(t, t.Context(), "traces", r)
+		s := h.start(t.Context(), t, "traces", r)
 		require.Eventually(t, func() bool { return s.returned() || h.state().heldRequests() > before }, 10*time.Second, time.Millisecond)
 		reqs = append(reqs, s)
 	}

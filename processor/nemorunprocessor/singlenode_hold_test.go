@@ -112,9 +112,9 @@ func TestSingleNodeMergesJobsLaunchedApart(t *testing.T) {
 		jobA = append(jobA, torchrunRank("dgx-07", 1, r, 8))
 		jobB = append(jobB, torchrunRank("dgx-07", 2, 7-r, 8))
 	}
-	gotA := h.sendHeld(t, defaultSingleNodeSettle, "traces", jobA...)
+	gotA := h.sendHeld(t, defaultSingleNodeSettle, jobA...)
 	h.clock.Advance(30 * time.Second)
-	gotB := h.sendHeld(t, defaultSingleNodeSettle, "traces", jobB...)
+	gotB := h.sendHeld(t, defaultSingleNodeSettle, jobB...)
 	assert.Equal(t, jobA[0], gotA[0])
 	assert.Equal(t, jobB[0], gotB[0])
 	for i := 1; i < 8; i++ {
@@ -153,7 +153,7 @@ func TestSingleNodeReleasesAnIncompleteLaunchAtTheHold(t *testing.T) {
 func TestSingleNodeRequestWaitsForEveryLaunchItTouches(t *testing.T) {
 	h := newSingleNodeHarness(t, nil)
 	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-08", 2, 0, 4))
-	s := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 2), torchrunRank("dgx-08", 2, 1, 4))
+	s := h.start(t.Context(), t, "traces", torchrunRank("dgx-07", 1, 1, 2), torchrunRank("dgx-08", 2, 1, 4))
 	h.waitHeld(t, 1)
 	h.clock.Advance(defaultSingleNodeSettle)
 	assert.False(t, s.returned(), "dgx-07's launch is decided, dgx-08's is not")
@@ -169,7 +169,7 @@ func TestSingleNodeHeldRequestHonoursItsContext(t *testing.T) {
 	r0, r1 := torchrunRank("dgx-07", 1, 0, 4), torchrunRank("dgx-07", 1, 1, 4)
 	h.send(t, "traces", r0)
 	ctx, cancel := context.WithCancel(t.Context())
-	s := h.start(t, ctx, "traces", r1)
+	s := h.start(ctx, t, "traces", r1)
 	h.waitHeld(t, 1)
 	cancel()
 	_, err := s.result(t)
@@ -178,15 +178,15 @@ func TestSingleNodeHeldRequestHonoursItsContext(t *testing.T) {
 
 	// The sender retries: its id is still part of the launch.
 	h.clock.Advance(time.Second)
-	got := h.sendHeld(t, defaultSingleNodeHold, "traces", r1)
+	got := h.sendHeld(t, defaultSingleNodeHold, r1)
 	assert.Equal(t, []map[string]any{reconciledTo(r1, perProcessID(1, 0))}, got)
 }
 
 func TestSingleNodeShutdownReleasesHeldRequests(t *testing.T) {
 	h := newSingleNodeHarness(t, nil)
 	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 4))
-	traces := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 4))
-	metrics := h.start(t, t.Context(), "metrics", torchrunRank("dgx-07", 1, 2, 4))
+	traces := h.start(t.Context(), t, "traces", torchrunRank("dgx-07", 1, 1, 4))
+	metrics := h.start(t.Context(), t, "metrics", torchrunRank("dgx-07", 1, 2, 4))
 	h.waitHeld(t, 2)
 
 	require.NoError(t, h.traces.shutdown(t.Context()))
@@ -202,9 +202,9 @@ func TestSingleNodeBoundsHeldRequests(t *testing.T) {
 	h := newSingleNodeHarness(t, nil)
 	h.state().maxHeld = 1
 	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 4))
-	held := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 4))
+	held := h.start(t.Context(), t, "traces", torchrunRank("dgx-07", 1, 1, 4))
 	h.waitHeld(t, 1)
-	_, err := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 2, 4)).result(t)
+	_, err := h.start(t.Context(), t, "traces", torchrunRank("dgx-07", 1, 2, 4)).result(t)
 	require.ErrorIs(t, err, errTooManyHeld, "refused, retryably")
 	h.clock.Advance(defaultSingleNodeHold)
 	_, err = held.result(t)
@@ -218,7 +218,7 @@ func TestSingleNodeBoundsHeldRequests(t *testing.T) {
 func TestSingleNodeNeverHoldsOtherIDs(t *testing.T) {
 	h := newSingleNodeHarness(t, nil)
 	h.send(t, "traces", torchrunRank("dgx-07", 1, 0, 8))
-	held := h.start(t, t.Context(), "traces", torchrunRank("dgx-07", 1, 1, 8))
+	held := h.start(t.Context(), t, "traces", torchrunRank("dgx-07", 1, 1, 8))
 	h.waitHeld(t, 1)
 
 	explicit := torchrunRank("dgx-07", 2, 1, 8)

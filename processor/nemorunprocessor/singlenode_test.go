@@ -1,7 +1,6 @@
 package nemorunprocessor
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -90,7 +89,7 @@ func TestSingleNodeRefusesCollidingJobs(t *testing.T) {
 	// Job A is complete and held for single_node_settle, then merged; job B
 	// comes within single_node_hold of A's first rank, so they count as
 	// launched together.
-	gotA := h.sendHeld(t, defaultSingleNodeSettle, "traces", jobA...)
+	gotA := h.sendHeld(t, defaultSingleNodeSettle, jobA...)
 	h.clock.Advance(3 * time.Second)
 	gotB := h.send(t, "traces", jobB...)
 	h.clock.Advance(5 * time.Second)
@@ -131,7 +130,7 @@ func TestSingleNodeAdmitsNobodyAfterACollision(t *testing.T) {
 	// two jobs whose first reports together do not fill one world size
 	// within the hold), so the launch is merged before a1 shows the
 	// collision.
-	got := h.sendHeld(t, defaultSingleNodeHold, "traces", a0, b1)
+	got := h.sendHeld(t, defaultSingleNodeHold, a0, b1)
 	got = append(got, h.send(t, "traces", a1, a2, b2)...)
 	assert.Equal(t, a0, got[0])
 	assert.Equal(t, reconciledTo(b1, perProcessID(1, 0)), got[1], "no duplicate yet: indistinguishable from job 1's rank 1")
@@ -148,7 +147,7 @@ func TestSingleNodeWindow(t *testing.T) {
 	for r := range 7 {
 		early = append(early, torchrunRank("dgx-07", 1, r, 8))
 	}
-	h.sendHeld(t, defaultSingleNodeHold, "traces", early...)
+	h.sendHeld(t, defaultSingleNodeHold, early...)
 
 	h.clock.Advance(31 * time.Second)
 	late := torchrunRank("dgx-07", 1, 7, 8)
@@ -170,7 +169,7 @@ func TestSingleNodeWindow(t *testing.T) {
 	for _, r := range []int{5, 0, 7, 1, 6, 3, 4} {
 		next = append(next, torchrunRank("dgx-07", 2, r, 8))
 	}
-	got := h.sendHeld(t, defaultSingleNodeSettle, "traces", next...)
+	got := h.sendHeld(t, defaultSingleNodeSettle, next...)
 	assert.Equal(t, next[0], got[0])
 	for i := 1; i < len(next); i++ {
 		assert.Equal(t, reconciledTo(next[i], perProcessID(2, 2)), got[i])
@@ -200,7 +199,7 @@ func TestSingleNodeKeepsJobsApart(t *testing.T) {
 			}
 		}
 	}
-	got := h.sendHeld(t, defaultSingleNodeSettle, "traces", in...)
+	got := h.sendHeld(t, defaultSingleNodeSettle, in...)
 	runs := map[int]map[any]bool{}
 	for i, attrs := range got {
 		if runs[jobOf[i]] == nil {
@@ -227,7 +226,7 @@ func TestSingleNodeWorkerGroupsAreSeparateLaunches(t *testing.T) {
 			in = append(in, m)
 		}
 	}
-	got := h.sendHeld(t, defaultSingleNodeSettle, "traces", in...)
+	got := h.sendHeld(t, defaultSingleNodeSettle, in...)
 	assert.Equal(t, in[0], got[0])
 	assert.Equal(t, reconciledTo(in[1], perProcessID(len("policy"), 0)), got[1])
 	assert.Equal(t, in[2], got[2])
@@ -355,7 +354,7 @@ func TestSingleNodeOff(t *testing.T) {
 func TestSingleNodeStateIsBounded(t *testing.T) {
 	t.Run("idle launches are forgotten", func(t *testing.T) {
 		h := newSingleNodeHarness(t, func(c *Config) { c.SingleNodeIdleTimeout = time.Hour })
-		h.sendHeld(t, defaultSingleNodeSettle, "traces", torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-07", 1, 1, 2))
+		h.sendHeld(t, defaultSingleNodeSettle, torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-07", 1, 1, 2))
 		h.clock.Advance(50 * time.Minute)
 		h.send(t, "traces", torchrunRank("dgx-07", 1, 1, 2)) // keeps the launch alive
 		h.clock.Advance(50 * time.Minute)
@@ -383,7 +382,7 @@ func TestSingleNodeStateIsBounded(t *testing.T) {
 	t.Run("a member forgotten under the bound gets its launch's id back", func(t *testing.T) {
 		h := newSingleNodeHarness(t, nil)
 		r0, r1 := torchrunRank("dgx-07", 1, 0, 2), torchrunRank("dgx-07", 1, 1, 2)
-		h.sendHeld(t, defaultSingleNodeSettle, "traces", r0, r1)
+		h.sendHeld(t, defaultSingleNodeSettle, r0, r1)
 		delete(h.state().ids, perProcessID(1, 1))
 		h.clock.Advance(time.Hour)
 		assert.Equal(t, []map[string]any{reconciledTo(r1, perProcessID(1, 0))}, h.send(t, "traces", r1))
@@ -411,8 +410,8 @@ func TestSingleNodeConcurrentSignals(t *testing.T) {
 		require.NoError(t, md.ResourceMetrics().AppendEmpty().Resource().Attributes().FromRaw(r))
 	}
 	errs := make(chan error, 2)
-	go func() { _, err := h.traces.processTraces(context.Background(), td); errs <- err }()
-	go func() { _, err := h.metrics.processMetrics(context.Background(), md); errs <- err }()
+	go func() { _, err := h.traces.processTraces(t.Context(), td); errs <- err }()
+	go func() { _, err := h.metrics.processMetrics(t.Context(), md); errs <- err }()
 	h.waitHeld(t, 2)
 	h.clock.Advance(defaultSingleNodeSettle)
 	require.NoError(t, <-errs)

@@ -297,8 +297,8 @@ func (cfg *Config) Validate() error {
 		validateKeys("world_size_keys", cfg.WorldSizeKeys, needWorldSize),
 		validateKeys("local_rank_keys", cfg.LocalRankKeys, needLocalRank),
 		validateKeys("group_keys", cfg.GroupKeys, false),
+		cfg.OnMissingRank.Validate(),
 	)
-	errs = append(errs, cfg.OnMissingRank.Validate())
 	if _, err := parseSeverity(cfg.KeepLogSeverity); err != nil {
 		errs = append(errs, fmt.Errorf("keep_log_severity: %w", err))
 	}

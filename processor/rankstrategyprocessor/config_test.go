@@ -144,7 +144,7 @@ func TestValidateReportsEveryBadKey(t *testing.T) {
 func TestParseSeverity(t *testing.T) {
 	tests := map[string]int32{
 		"TRACE": 1, "debug": 5, "Info": 9, "WARN": 13, "WARNING": 13, "warn3": 15,
-		"ERROR": 17, "error2": 18, " ERROR4 ": 20, "FATAL": 21, "CRITICAL": 21, "FATAL4": 24,
+		"ERROR": 17, "error2": 18, " ERROR4 ": 20, "FATAL": 21, "CRITICAL": 21, "FATAL4": 24, //nolint:gocritic // mapKey: the spaces are deliberate, parseSeverity must trim them
 	}
 	for text, want := range tests {
 		got, err := parseSeverity(text)
@@ -220,7 +220,7 @@ func TestPresetEnvOverrides(t *testing.T) {
 				DefaultScheme: "env",
 			})
 			require.NoError(t, err)
-			conf, err := resolver.Resolve(context.Background())
+			conf, err := resolver.Resolve(t.Context())
 			require.NoError(t, err)
 			sub, err := conf.Sub("processors::rank_strategy")
 			require.NoError(t, err)

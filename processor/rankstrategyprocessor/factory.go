@@ -59,7 +59,8 @@ func newTracesProcessor(ctx context.Context, set processor.Settings, cfg *Config
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := p.enableStragglers(cfg, set, next, clk); err != nil {
+	err = p.enableStragglers(cfg, set, next, clk)
+	if err != nil {
 		return nil, nil, err
 	}
 	tp, err := processorhelper.NewTraces(ctx, set, cfg, next, p.processTraces,

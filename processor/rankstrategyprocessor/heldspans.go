@@ -113,7 +113,7 @@ func clampNanos(ns uint64) int64 { return int64(min(ns, math.MaxInt64)) }
 // skeletonOf copies into dst what tying a kept rank's wait spans to their
 // steps needs of rs: ids, names, timestamps and, on step spans, the
 // iteration. It is much cheaper than a full copy.
-func skeletonOf(rs ptrace.ResourceSpans, dst ptrace.ResourceSpans, isStep func(string) bool, iterKey string) int {
+func skeletonOf(rs, dst ptrace.ResourceSpans, isStep func(string) bool, iterKey string) int {
 	n := 0
 	out := dst.ScopeSpans().AppendEmpty().Spans()
 	sss := rs.ScopeSpans()

@@ -37,13 +37,13 @@ type lensVectors struct {
 	Buckets map[string]int `json:"buckets"`
 }
 
-func loadLensVectors(t testing.TB) lensVectors {
-	t.Helper()
+func loadLensVectors(tb testing.TB) lensVectors {
+	tb.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "lens-sampled-ranks.json"))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	var v lensVectors
-	require.NoError(t, json.Unmarshal(raw, &v))
-	require.NotEmpty(t, v.Cases)
+	require.NoError(tb, json.Unmarshal(raw, &v))
+	require.NotEmpty(tb, v.Cases)
 	return v
 }
 
@@ -214,7 +214,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 
 	core, logged := observer.New(zapcore.DebugLevel)
 	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	set := metadatatest.NewSettings(tel)
 	set.Logger = zap.New(core)
 
@@ -226,7 +226,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 		tel:    tel,
 	}
 	f := NewFactory()
-	ctx := context.Background()
+	ctx := t.Context()
 	var err error
 	h.traces, err = f.CreateTraces(ctx, set, cfg, h.tsink)
 	require.NoError(t, err)
@@ -238,10 +238,11 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 	require.NoError(t, h.traces.Start(ctx, host))
 	require.NoError(t, h.metrics.Start(ctx, host))
 	require.NoError(t, h.logs.Start(ctx, host))
+	//nolint:usetesting // t.Context() is canceled before Cleanup runs
 	t.Cleanup(func() {
-		require.NoError(t, h.traces.Shutdown(ctx))
-		require.NoError(t, h.metrics.Shutdown(ctx))
-		require.NoError(t, h.logs.Shutdown(ctx))
+		require.NoError(t, h.traces.Shutdown(context.Background()))
+		require.NoError(t, h.metrics.Shutdown(context.Background()))
+		require.NoError(t, h.logs.Shutdown(context.Background()))
 	})
 	return h
 }

@@ -162,7 +162,7 @@ func newBenchTraces(b *testing.B, edit func(*Config), next consumer.Traces) proc
 	cfg := createDefaultConfig().(*Config)
 	edit(cfg)
 	require.NoError(b, cfg.Validate())
-	p, err := NewFactory().CreateTraces(context.Background(), nopSettings(), cfg, next)
+	p, err := NewFactory().CreateTraces(b.Context(), nopSettings(), cfg, next)
 	require.NoError(b, err)
 	return p
 }
@@ -170,7 +170,7 @@ func newBenchTraces(b *testing.B, edit func(*Config), next consumer.Traces) proc
 // nopTracesProcessor is the pass-through baseline: the same processorhelper
 // wrapper with a function that changes nothing.
 func nopTracesProcessor(b *testing.B, next consumer.Traces) processor.Traces {
-	p, err := processorhelper.NewTraces(context.Background(), nopSettings(), createDefaultConfig(), next,
+	p, err := processorhelper.NewTraces(b.Context(), nopSettings(), createDefaultConfig(), next,
 		func(_ context.Context, td ptrace.Traces) (ptrace.Traces, error) { return td, nil },
 		processorhelper.WithCapabilities(processorCapabilities))
 	require.NoError(b, err)
@@ -211,7 +211,7 @@ func BenchmarkTraces(b *testing.B) {
 		for _, st := range benchStrategies {
 			b.Run(shape.name+"/"+st.name, func(b *testing.B) {
 				p := newBenchTraces(b, st.edit, consumertest.NewNop())
-				ctx := context.Background()
+				ctx := b.Context()
 				var clock processorClock
 				in := make([]ptrace.Traces, len(shape.batches))
 				b.ReportAllocs()
@@ -285,7 +285,7 @@ func BenchmarkTracesPipeline(b *testing.B) {
 			})
 			p := newBenchTraces(b, st.edit, exporter)
 			var u ptrace.ProtoUnmarshaler
-			ctx := context.Background()
+			ctx := b.Context()
 			b.ReportAllocs()
 			perItem(b, spans, "span", func() {
 				for b.Loop() {
@@ -307,7 +307,8 @@ func BenchmarkTracesPipeline(b *testing.B) {
 type consumerFunc func(context.Context, ptrace.Traces) error
 
 func (f consumerFunc) ConsumeTraces(ctx context.Context, td ptrace.Traces) error { return f(ctx, td) }
-func (consumerFunc) Capabilities() consumer.Capabilities                         { return consumer.Capabilities{} }
+
+func (consumerFunc) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 // BenchmarkMetricsAndLogs covers the other two signals, single_rank against
 // pass-through over 1,000 ranks: 8 Megatron gauges per rank, and 5 log
@@ -334,7 +335,7 @@ func BenchmarkMetricsAndLogs(b *testing.B) {
 		}
 	}
 	cfg := createDefaultConfig().(*Config)
-	ctx := context.Background()
+	ctx := b.Context()
 
 	for _, pass := range []bool{true, false} {
 		name := "single_rank"

@@ -1,7 +1,6 @@
 package rankstrategyprocessor
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -80,7 +79,7 @@ func TestStrategiesOverFleet(t *testing.T) {
 				}
 			}
 			h := newHarness(t, tc.edit)
-			ctx := context.Background()
+			ctx := t.Context()
 			require.NoError(t, h.traces.ConsumeTraces(ctx, tracesFor(procs)))
 			require.NoError(t, h.metrics.ConsumeMetrics(ctx, metricsFor(procs)))
 			require.NoError(t, h.logs.ConsumeLogs(ctx, logsFor(procs)))
@@ -109,7 +108,7 @@ func TestSampledRankEncodingDoesNotMatter(t *testing.T) {
 			procs = append(procs, rankProcess{run: fmt.Sprintf("str=%v,old=%v", enc.str, enc.old), rank: r, localRank: -1, asString: enc.str, oldKeys: enc.old})
 		}
 	}
-	require.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
+	require.NoError(t, h.traces.ConsumeTraces(t.Context(), tracesFor(procs)))
 
 	var want []string
 	for _, c := range loadLensVectors(t).Cases {
@@ -149,7 +148,7 @@ func TestOnMissingRank(t *testing.T) {
 	} {
 		t.Run(string(tc.action), func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.OnMissingRank = tc.action })
-			require.NoError(t, h.traces.ConsumeTraces(context.Background(), build()))
+			require.NoError(t, h.traces.ConsumeTraces(t.Context(), build()))
 			assert.Equal(t, tc.want, spanNames(h.tsink.AllTraces()))
 
 			missing := []metricdata.DataPoint[int64]{
@@ -178,7 +177,7 @@ func TestMissingWorldSizeWarnsOnce(t *testing.T) {
 	h := newHarness(t, nil)
 	procs := []rankProcess{{run: "r", rank: 3, localRank: 3}, {run: "r", rank: 2, localRank: 2}}
 	for range 5 {
-		require.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
+		require.NoError(t, h.traces.ConsumeTraces(t.Context(), tracesFor(procs)))
 	}
 	warnings := h.logged.FilterMessageSnippet("export_rank is -1").All()
 	require.Len(t, warnings, 1, "one warning for the traces pipeline, not one per batch")
@@ -227,7 +226,7 @@ func erroredTraces() ptrace.Traces {
 
 func TestKeepErrorsFromDroppedRanks(t *testing.T) {
 	h := newHarness(t, nil)
-	require.NoError(t, h.traces.ConsumeTraces(context.Background(), erroredTraces()))
+	require.NoError(t, h.traces.ConsumeTraces(t.Context(), erroredTraces()))
 	require.Len(t, h.tsink.AllTraces(), 1)
 
 	want := erroredTraces()
@@ -260,7 +259,7 @@ func TestKeepErrorsFromDroppedRanks(t *testing.T) {
 
 func TestKeepErrorsOff(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.KeepErrors = false })
-	require.NoError(t, h.traces.ConsumeTraces(context.Background(), erroredTraces()))
+	require.NoError(t, h.traces.ConsumeTraces(t.Context(), erroredTraces()))
 	names := spanNames(h.tsink.AllTraces())
 	assert.Len(t, names, 6)
 	for _, n := range names {
@@ -306,7 +305,7 @@ func TestKeepSevereLogsFromDroppedRanks(t *testing.T) {
 	} {
 		t.Run(tc.severity, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.KeepLogSeverity = tc.severity })
-			require.NoError(t, h.logs.ConsumeLogs(context.Background(), severeLogs()))
+			require.NoError(t, h.logs.ConsumeLogs(t.Context(), severeLogs()))
 			require.Len(t, h.lsink.AllLogs(), 1)
 			out := h.lsink.AllLogs()[0]
 			require.Equal(t, 2, out.ResourceLogs().Len())
@@ -341,7 +340,7 @@ func TestKeepSevereLogsFromDroppedRanks(t *testing.T) {
 
 func TestKeepErrorsOffDropsSevereLogs(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.KeepErrors = false })
-	require.NoError(t, h.logs.ConsumeLogs(context.Background(), severeLogs()))
+	require.NoError(t, h.logs.ConsumeLogs(t.Context(), severeLogs()))
 	bodies := logBodies(h.lsink.AllLogs())
 	assert.Len(t, bodies, 6)
 	for _, b := range bodies {
@@ -366,7 +365,7 @@ func TestMetricsDroppedWholeAndCountedInDataPoints(t *testing.T) {
 		sum.SetName("megatron.training.skipped_iters")
 		sum.SetEmptySum().DataPoints().AppendEmpty().SetIntValue(0)
 	}
-	require.NoError(t, h.metrics.ConsumeMetrics(context.Background(), md))
+	require.NoError(t, h.metrics.ConsumeMetrics(t.Context(), md))
 	assert.Equal(t, []string{"r//3", "megatron.training.step_duration_ms", "megatron.training.skipped_iters"}, metricNames(h.msink.AllMetrics()))
 
 	metadatatest.AssertEqualProcessorRankStrategyItemsKept(t, h.tel, []metricdata.DataPoint[int64]{
@@ -393,7 +392,7 @@ func TestDroppedResourcesDoNotAllocate(t *testing.T) {
 		}
 		i := 0
 		allocs := testing.AllocsPerRun(100, func() {
-			out, err := p.processTraces(context.Background(), batches[i])
+			out, err := p.processTraces(t.Context(), batches[i])
 			i++
 			if err != nil || out.ResourceSpans().Len() != 1 {
 				panic(fmt.Sprintf("want the last rank only, got %d resources, err %v", out.ResourceSpans().Len(), err))
@@ -438,14 +437,14 @@ func TestConcurrentBatches(t *testing.T) {
 	}
 	h := newHarness(t, nil)
 	// Teach the memory first, so that every later decision is determined.
-	require.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
+	require.NoError(t, h.traces.ConsumeTraces(t.Context(), tracesFor(procs)))
 
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 25 {
-				assert.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(procs)))
-				assert.NoError(t, h.traces.ConsumeTraces(context.Background(), tracesFor(withoutWorldSize)))
+				assert.NoError(t, h.traces.ConsumeTraces(t.Context(), tracesFor(procs)))
+				assert.NoError(t, h.traces.ConsumeTraces(t.Context(), tracesFor(withoutWorldSize)))
 			}
 		})
 	}

@@ -161,7 +161,7 @@ func (b *stragglerBuffer) resolveRemaining(st *rankState, now time.Duration, t *
 	b.childNext = next
 }
 
-func (b *stragglerBuffer) parentKey(id rankID, ref spanRef) spanKey {
+func (*stragglerBuffer) parentKey(id rankID, ref spanRef) spanKey {
 	return spanKey{owner: id.owner, trace: foldTraceID(ref.span.TraceID()), span: ref.span.ParentSpanID()}
 }
 

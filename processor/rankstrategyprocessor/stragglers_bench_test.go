@@ -3,6 +3,7 @@ package rankstrategyprocessor
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,8 +47,7 @@ func benchRankStep(spans ptrace.SpanSlice, rank, iteration int, compute, slowest
 	at := func(d time.Duration) pcommon.Timestamp { return start + pcommon.Timestamp(d) }
 	syncEnd := slowest + 100*time.Millisecond
 	slot := compute / 4 // one micro-batch
-	for n := len(benchStepTree) - 1; n >= 0; n-- {
-		node := benchStepTree[n]
+	for n, node := range slices.Backward(benchStepTree) {
 		s := spans.AppendEmpty()
 		s.SetName(node.name)
 		s.SetTraceID(traceID)
@@ -140,16 +140,16 @@ func newBenchStragglers(b *testing.B, stragglers bool, edit func(*StragglersConf
 	}
 	require.NoError(b, cfg.Validate())
 	clk := clocktest.NewFake()
-	tp, p, err := newTracesProcessor(context.Background(), nopSettings(), cfg, consumertest.NewNop(), clk)
+	tp, p, err := newTracesProcessor(b.Context(), nopSettings(), cfg, consumertest.NewNop(), clk)
 	require.NoError(b, err)
-	require.NoError(b, tp.Start(context.Background(), componenttest.NewNopHost()))
-	b.Cleanup(func() { require.NoError(b, tp.Shutdown(context.Background())) })
+	require.NoError(b, tp.Start(b.Context(), componenttest.NewNopHost()))
+	b.Cleanup(func() { require.NoError(b, tp.Shutdown(context.Background())) }) //nolint:usetesting // b.Context() is canceled before Cleanup runs
 	return &benchStragglers{tp: tp, p: p, clock: clk}
 }
 
 func (s *benchStragglers) consume(b *testing.B, batches []ptrace.Traces) {
 	for _, td := range batches {
-		if err := s.tp.ConsumeTraces(context.Background(), td); err != nil {
+		if err := s.tp.ConsumeTraces(b.Context(), td); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,7 +1,6 @@
 package rankstrategyprocessor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -135,7 +134,7 @@ func TestStragglersShutdownFlushes(t *testing.T) {
 	assert.Equal(t, dropped, h.items(t, false, reasonNotSelected))
 
 	// After shutdown nothing is held any more.
-	require.NoError(t, h.tp.ConsumeTraces(context.Background(), run.batch(4, 5, run.timing(nil)(4), endOrder...)))
+	require.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(4, 5, run.timing(nil)(4), endOrder...)))
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
 	assert.Equal(t, dropped+int64(len(stepTree)), h.items(t, false, reasonNotSelected))
 }
@@ -216,8 +215,8 @@ func TestStragglersConcurrentBatches(t *testing.T) {
 		for w := range int64(workers) {
 			wg.Go(func() {
 				for rank := w; rank < run.worldSize; rank += workers {
-					assert.NoError(t, h.tp.ConsumeTraces(context.Background(), run.batch(rank, it, timing(rank), endOrder[:6]...)))
-					assert.NoError(t, h.tp.ConsumeTraces(context.Background(), run.batch(rank, it, timing(rank), endOrder[6:]...)))
+					assert.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(rank, it, timing(rank), endOrder[:6]...)))
+					assert.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(rank, it, timing(rank), endOrder[6:]...)))
 				}
 			})
 		}

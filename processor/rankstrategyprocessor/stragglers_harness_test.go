@@ -135,7 +135,7 @@ func (r trainingRun) traceID(iteration int64) pcommon.TraceID {
 // that starts at start.
 func (r trainingRun) span(n int, rank, iteration int64, start time.Time, tm stepTiming) (string, pcommon.SpanID, time.Time, time.Time) {
 	c := tm.compute
-	at := func(d time.Duration) time.Time { return start.Add(d) }
+	at := start.Add
 	syncEnd := tm.slowest + syncWork
 	if n == lateChildN {
 		return "megatron.p2p.send_forward", stepSpanID(rank, iteration, 1), at(c / 2), at(c/2 + time.Millisecond)
@@ -299,12 +299,12 @@ func newStragglerHarness(t *testing.T, edit func(*Config), next consumer.Traces)
 		next = h.sink
 	}
 	var err error
-	h.tp, h.p, err = newTracesProcessor(context.Background(), set, cfg, next, h.clock)
+	h.tp, h.p, err = newTracesProcessor(t.Context(), set, cfg, next, h.clock)
 	require.NoError(t, err)
-	require.NoError(t, h.tp.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, h.tp.Start(t.Context(), componenttest.NewNopHost()))
 	t.Cleanup(func() {
 		h.shutdown(t)
-		require.NoError(t, tel.Shutdown(context.Background()))
+		require.NoError(t, tel.Shutdown(context.Background())) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	})
 	return h
 }
@@ -312,13 +312,13 @@ func newStragglerHarness(t *testing.T, edit func(*Config), next consumer.Traces)
 func (h *stragglerHarness) shutdown(t *testing.T) {
 	if !h.down {
 		h.down = true
-		require.NoError(t, h.tp.Shutdown(context.Background()))
+		require.NoError(t, h.tp.Shutdown(context.Background())) //nolint:usetesting // also runs in Cleanup, when t.Context() is already canceled
 	}
 }
 
 func (h *stragglerHarness) consume(t *testing.T, td ptrace.Traces) {
 	t.Helper()
-	require.NoError(t, h.tp.ConsumeTraces(context.Background(), td))
+	require.NoError(t, h.tp.ConsumeTraces(t.Context(), td))
 }
 
 // total sums a counter's data points that carry all of attrs; 0 when the

@@ -1,7 +1,6 @@
 package rankstrategyprocessor
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -51,7 +50,7 @@ func checkEmulatedJob(t *testing.T, edit func(*lensemu.Rank)) {
 		}
 		return lensemu.DefaultComputeDuration
 	}
-	_, err = lensemu.Job(context.Background(), ranks)
+	_, err = lensemu.Job(t.Context(), ranks)
 	require.NoError(t, err)
 
 	h := newStragglerHarness(t, nil, nil)

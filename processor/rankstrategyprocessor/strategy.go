@@ -175,7 +175,7 @@ func (s *rankSelector) keepLastRank(rank int64, attrs pcommon.Map) verdict {
 	return s.selected(rank == size-1)
 }
 
-func (s *rankSelector) selected(keep bool) verdict {
+func (*rankSelector) selected(keep bool) verdict {
 	if keep {
 		return verdict{keep: true, reason: reasonSelected}
 	}

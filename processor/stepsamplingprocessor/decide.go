@@ -98,7 +98,7 @@ func (p *stepSamplingProcessor) filterInPlace(rs ptrace.ResourceSpans, places []
 
 // account marks and counts a span of the batch; it returns false when the
 // span's step is dropped.
-func (p *stepSamplingProcessor) account(s ptrace.Span, pl spanPlace, b *batch, t *tally) bool {
+func (*stepSamplingProcessor) account(s ptrace.Span, pl spanPlace, b *batch, t *tally) bool {
 	switch pl.kind {
 	case placeInStep:
 		st := &b.steps[pl.step]

@@ -32,7 +32,7 @@ func childrenOf(ranks []rankProc, it int64) ptrace.Traces {
 func withTelemetry(t *testing.T, cfg *Config) (*harness, *componenttest.Telemetry, *observer.ObservedLogs) {
 	t.Helper()
 	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	set := metadatatest.NewSettings(tel)
 	core, logs := observer.New(zapcore.WarnLevel)
 	set.Logger = zap.New(core)
@@ -95,7 +95,7 @@ func TestShutdownPassesEverythingHeld(t *testing.T) {
 	h, tel, _ := withTelemetry(t, sampledConfig(0.1))
 	h.send(t, childrenOf(ranksOf(testRun, 2), 5))
 	require.Zero(t, h.sink.SpanCount())
-	require.NoError(t, h.tp.Shutdown(context.Background()))
+	require.NoError(t, h.tp.Shutdown(t.Context()))
 	assert.Equal(t, 2*childCount, h.sink.SpanCount())
 	metadatatest.AssertEqualProcessorStepSamplingSpansUndecided(t, tel, points("cause", "shutdown", 2*childCount), metricdatatest.IgnoreTimestamp())
 }
@@ -221,13 +221,13 @@ func TestConcurrentBatchesAndTicks(t *testing.T) {
 		go func() {
 			ranks := []rankProc{{run: testRun, rank: g}}
 			for it := range int64(40) {
-				if err := h.tp.ConsumeTraces(context.Background(), childrenOf(ranks, it)); err != nil {
+				if err := h.tp.ConsumeTraces(t.Context(), childrenOf(ranks, it)); err != nil {
 					errs <- err
 					return
 				}
 				step := ptrace.NewTraces()
 				appendStepSpan(resourceFor(step, ranks[0]), shapes[0], ranks[0], it)
-				if err := h.tp.ConsumeTraces(context.Background(), step); err != nil {
+				if err := h.tp.ConsumeTraces(t.Context(), step); err != nil {
 					errs <- err
 					return
 				}
@@ -239,7 +239,7 @@ func TestConcurrentBatchesAndTicks(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	<-done
-	require.NoError(t, h.tp.Shutdown(context.Background()))
+	require.NoError(t, h.tp.Shutdown(t.Context()))
 	// Depending on how the ticks fell, some children waited in vain and
 	// were passed on undecided; nothing came out twice, and every span
 	// marked kept is of an iteration in the sample.

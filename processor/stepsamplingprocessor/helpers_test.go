@@ -129,7 +129,7 @@ func appendStepChildren(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) {
 	}
 }
 
-func appendStepSpan(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) ptrace.Span {
+func appendStepSpan(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) {
 	start := stepStart(it)
 	parent := trainSpanID(r.rank)
 	if sh.stepRoot {
@@ -142,7 +142,6 @@ func appendStepSpan(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) ptrace
 	} else {
 		s.Attributes().PutInt("megatron.iteration", it)
 	}
-	return s
 }
 
 func appendStep(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) {
@@ -303,17 +302,17 @@ func newHarnessWith(t *testing.T, cfg *Config, set processor.Settings) *harness 
 	require.NoError(t, cfg.Validate())
 	h := &harness{sink: new(consumertest.TracesSink), clock: clocktest.NewFake()}
 	var err error
-	h.tp, h.p, err = newTracesProcessor(context.Background(), set, cfg, h.sink, h.clock)
+	h.tp, h.p, err = newTracesProcessor(t.Context(), set, cfg, h.sink, h.clock)
 	require.NoError(t, err)
-	require.NoError(t, h.tp.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, h.tp.Shutdown(context.Background())) })
+	require.NoError(t, h.tp.Start(t.Context(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, h.tp.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	return h
 }
 
 func (h *harness) send(t *testing.T, batches ...ptrace.Traces) {
 	t.Helper()
 	for _, td := range batches {
-		require.NoError(t, h.tp.ConsumeTraces(context.Background(), td))
+		require.NoError(t, h.tp.ConsumeTraces(t.Context(), td))
 	}
 }
 

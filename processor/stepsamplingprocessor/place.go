@@ -246,12 +246,7 @@ func (p *stepSamplingProcessor) resolveRank(id rankIdentity, b *batch) {
 }
 
 func (p *stepSamplingProcessor) isStepName(name string) bool {
-	for _, n := range p.stepNames {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(p.stepNames, name)
 }
 
 func (p *stepSamplingProcessor) iteration(s ptrace.Span) (int64, bool) {

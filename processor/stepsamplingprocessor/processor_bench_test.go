@@ -1,8 +1,6 @@
 package stepsamplingprocessor
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -75,10 +73,10 @@ func BenchmarkConsumeTraces(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := sampledConfig(bc.rate)
-			tp, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+			tp, err := NewFactory().CreateTraces(b.Context(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 			require.NoError(b, err)
-			require.NoError(b, tp.Start(context.Background(), componenttest.NewNopHost()))
-			defer func() { require.NoError(b, tp.Shutdown(context.Background())) }()
+			require.NoError(b, tp.Start(b.Context(), componenttest.NewNopHost()))
+			defer func() { require.NoError(b, tp.Shutdown(b.Context())) }()
 			if !bc.whole {
 				// The first step's children, so that every measured batch
 				// both decides held spans and holds new ones.
@@ -86,7 +84,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 				for _, r := range ranks {
 					appendBenchChildren(resourceFor(first, r), r, 0)
 				}
-				require.NoError(b, tp.ConsumeTraces(context.Background(), first))
+				require.NoError(b, tp.ConsumeTraces(b.Context(), first))
 			}
 			spans := 0
 			b.ReportAllocs()
@@ -96,7 +94,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 				td := benchBatch(ranks, int64(i), bc.whole)
 				spans += td.SpanCount()
 				b.StartTimer()
-				if err := tp.ConsumeTraces(context.Background(), td); err != nil {
+				if err := tp.ConsumeTraces(b.Context(), td); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -121,6 +119,6 @@ func TestBenchBatchIsDecided(t *testing.T) {
 	require.Equal(t, 4*perStep, h.heldSpans())
 	for it := range int64(20) {
 		h.send(t, benchBatch(ranks, it, false))
-		require.Equal(t, 4*perStep, h.heldSpans(), fmt.Sprintf("iteration %d", it))
+		require.Equal(t, 4*perStep, h.heldSpans(), "iteration %d", it)
 	}
 }

@@ -23,7 +23,7 @@ func expectedKept(t *testing.T) []int64 {
 	return want
 }
 
-func sampled(rank, it int64) string { return "sampled_step" }
+func sampled(_, _ int64) string { return "sampled_step" }
 
 // wantJobSpans are the spans outside steps of a training run, per rank.
 var wantJobSpans = []string{"megatron.model_init", "megatron.pretrain", "megatron.save_checkpoint", "megatron.train"}
@@ -144,7 +144,7 @@ func TestStragglerStepsAreKept(t *testing.T) {
 			h.send(t, late)
 			h.send(t, batches[21:]...)
 
-			kept := keptSteps(t, collect(h.sink), func(rank, it int64) string {
+			kept := keptSteps(t, collect(h.sink), func(rank, _ int64) string {
 				if rank == 9 {
 					return "straggler"
 				}

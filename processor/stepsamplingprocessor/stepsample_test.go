@@ -24,14 +24,14 @@ type fractionVectors struct {
 	Kept map[string][]int64 `json:"kept_at_0.1_of_40"`
 }
 
-func loadFractionVectors(t testing.TB) fractionVectors {
-	t.Helper()
+func loadFractionVectors(tb testing.TB) fractionVectors {
+	tb.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "step-fractions.json"))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	var v fractionVectors
-	require.NoError(t, json.Unmarshal(raw, &v))
-	require.NotEmpty(t, v.Cases)
-	require.NotEmpty(t, v.Kept)
+	require.NoError(tb, json.Unmarshal(raw, &v))
+	require.NotEmpty(tb, v.Cases)
+	require.NotEmpty(tb, v.Kept)
 	return v
 }
 
@@ -82,7 +82,7 @@ func TestStepSamplerEdges(t *testing.T) {
 // steps kept, and of consecutive steps both kept, must be within five
 // standard deviations of the binomial expectation. Consecutive iterations
 // differ only in their last digits; a hash that mixed them poorly would
-// keep runs of neighbours together and fail the second check.
+// keep runs of neighbors together and fail the second check.
 func TestStepFractionIsUniform(t *testing.T) {
 	const runs, iterations = 2000, 100
 	for _, rate := range []float64{0.01, 0.1, 0.5} {
