@@ -63,9 +63,10 @@ build: $(BINARY) ## Build _build/otelcol-nemo with ocb (incremental: no-op when 
 run: $(BINARY) ## Build and run the collector on the default preset (CONFIG=configs/file.yaml)
 	$(BINARY) --config=$(CONFIG)
 
+# OTELCOL_NEMO_REQUIRE_BINARY: a missing binary fails the tests that need it;
+# a bare `go test ./...` skips them instead, naming `make build`.
 .PHONY: test
 test: $(BINARY) $(JAEGER) ## Run every test: unit, component and e2e against the built binary
-	# A missing binary fails here; a bare `go test ./...` skips those tests instead.
 	OTELCOL_NEMO_REQUIRE_BINARY=1 $(GO) test -count=1 -timeout 30m ./...
 
 # Every fuzz target, as package:Target. Their seed corpora live in each

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/ratelog"
 )
 
 const (
@@ -56,9 +57,9 @@ type weaveExporter struct {
 	// for the same refusal.
 	maxRequestBytes atomic.Int64
 
-	missingProject throttledNotice
-	runIDProblems  throttledNotice
-	renames        onceSet[renamedKey]
+	missingProject ratelog.Limiter[struct{}]
+	runIDProblems  ratelog.Limiter[struct{}]
+	renames        ratelog.Limiter[renamedKey]
 }
 
 func newWeaveExporter(cfg *Config, set exporter.Settings) (*weaveExporter, error) {
@@ -80,9 +81,9 @@ func newWeaveExporter(cfg *Config, set exporter.Settings) (*weaveExporter, error
 		userAgent: fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH),
 		now:       time.Now,
 
-		missingProject: throttledNotice{interval: noticeInterval},
-		runIDProblems:  throttledNotice{interval: noticeInterval},
-		renames:        onceSet[renamedKey]{limit: maxLoggedRenames},
+		missingProject: ratelog.Limiter[struct{}]{Every: noticeInterval},
+		runIDProblems:  ratelog.Limiter[struct{}]{Every: noticeInterval},
+		renames:        ratelog.Limiter[renamedKey]{Every: ratelog.Never, MaxKeys: maxLoggedRenames},
 	}
 	switch cfg.AuthMode {
 	case AuthModeBasic:
@@ -300,7 +301,7 @@ func (e *weaveExporter) delivered(ctx context.Context, req request, res response
 func (e *weaveExporter) report(ctx context.Context, b *batch) {
 	if d := b.dropped; d.count > 0 {
 		e.telemetry.ExporterWeaveSpansDropped.Add(ctx, int64(d.count), reasonMissingProject)
-		if total, ok := e.missingProject.record(e.now(), int64(d.count)); ok {
+		if total, ok := e.missingProject.AllowN(struct{}{}, e.now(), int64(d.count)); ok {
 			e.logger.Warn("Dropping spans that have no W&B entity or project: Weave would discard them without a word. "+
 				"Set WANDB_ENTITY and WANDB_PROJECT in the training job (they arrive as the resource attributes wandb.entity and wandb.project), "+
 				"or set entity and project in the weave exporter.",
@@ -311,7 +312,7 @@ func (e *weaveExporter) report(ctx context.Context, b *batch) {
 		}
 	}
 	for k := range b.renamed {
-		if e.renames.first(k) {
+		if e.renames.Allow(k, e.now()) {
 			e.logger.Info("Renamed an attribute key before sending: Weave nests dotted keys and cannot store a key next to keys below it",
 				zap.String("attributes", k.where), zap.String("from", k.from), zap.String("to", k.to))
 		}
@@ -321,7 +322,7 @@ func (e *weaveExporter) report(ctx context.Context, b *batch) {
 		for _, p := range b.runIDs {
 			spans += p.spans
 		}
-		if total, ok := e.runIDProblems.record(e.now(), int64(spans)); ok {
+		if total, ok := e.runIDProblems.AllowN(struct{}{}, e.now(), int64(spans)); ok {
 			p := b.runIDs[0]
 			e.logger.Warn("Spans not linked to a W&B run: run_id_attribute names a resource attribute that must hold the bare W&B run id",
 				zap.Int64("unlinked_spans", total),

@@ -4,9 +4,14 @@
 package ratelog // import "github.com/nemo-lens/otelcol-nemo/internal/ratelog"
 
 import (
+	"math"
 	"sync"
 	"time"
 )
+
+// Never as a Limiter's Every lets each key's message through once (a
+// message worth logging once per value).
+const Never = time.Duration(math.MaxInt64)
 
 // Limiter lets a message through at most once per Every for each key (a
 // message without variants uses one key, e.g. struct{}{}). The zero value,
@@ -23,28 +28,51 @@ type Limiter[K comparable] struct {
 	Clone func(K) K
 
 	mu   sync.Mutex
-	last map[K]time.Time
+	last map[K]*entry
+}
+
+// entry is what a Limiter remembers of one key: when its message was last
+// let through, and the occurrences AllowN counted since.
+type entry struct {
+	at   time.Time
+	held int64
 }
 
 // Allow reports whether the message of key is due at now, and if so
 // remembers now as the time it was last let through.
 func (l *Limiter[K]) Allow(key K, now time.Time) bool {
+	_, ok := l.AllowN(key, now, 0)
+	return ok
+}
+
+// AllowN is Allow for a message that says how often its cause happened: it
+// adds n occurrences of key at now and, when the message is due, returns
+// the occurrences since the last message of key was let through (n
+// included). Occurrences of a key that is not remembered (MaxKeys reached)
+// are not counted.
+func (l *Limiter[K]) AllowN(key K, now time.Time, n int64) (int64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if last, ok := l.last[key]; ok && now.Sub(last) < l.Every {
-		return false
+	if e, ok := l.last[key]; ok {
+		if now.Sub(e.at) < l.Every {
+			e.held += n
+			return 0, false
+		}
+		total := e.held + n
+		e.at, e.held = now, 0
+		return total, true
 	}
 	if l.MaxKeys > 0 && len(l.last) >= l.MaxKeys {
-		return false
+		return 0, false
 	}
 	if l.last == nil {
-		l.last = make(map[K]time.Time)
+		l.last = make(map[K]*entry)
 	}
 	if l.Clone != nil {
 		key = l.Clone(key)
 	}
-	l.last[key] = now
-	return true
+	l.last[key] = &entry{at: now}
+	return n, true
 }
 
 // Sweep forgets the keys whose message is due again at now, so that keys
@@ -52,8 +80,8 @@ func (l *Limiter[K]) Allow(key K, now time.Time) bool {
 func (l *Limiter[K]) Sweep(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k, last := range l.last {
-		if now.Sub(last) >= l.Every {
+	for k, e := range l.last {
+		if now.Sub(e.at) >= l.Every {
 			delete(l.last, k)
 		}
 	}

@@ -38,3 +38,29 @@ func TestCloneOnlyWhenRemembered(t *testing.T) {
 	l.Allow("a", t0.Add(time.Second))
 	assert.Equal(t, 1, clones, "a suppressed message does not clone its key")
 }
+
+func TestAllowNCountsTheOccurrencesBetweenMessages(t *testing.T) {
+	l := Limiter[struct{}]{Every: time.Minute}
+	t0 := time.Unix(1000, 0)
+	total, ok := l.AllowN(struct{}{}, t0, 5)
+	assert.True(t, ok)
+	assert.Equal(t, int64(5), total, "the first message counts its own occurrences")
+	for i := range 3 {
+		_, ok = l.AllowN(struct{}{}, t0.Add(time.Duration(i+1)*time.Second), 10)
+		assert.False(t, ok)
+	}
+	total, ok = l.AllowN(struct{}{}, t0.Add(time.Minute), 2)
+	assert.True(t, ok)
+	assert.Equal(t, int64(32), total, "the suppressed occurrences and this one")
+	_, ok = l.AllowN(struct{}{}, t0.Add(time.Minute+time.Second), 1)
+	assert.False(t, ok, "counted afresh after a message")
+}
+
+func TestOncePerKeyWithAnEndlessInterval(t *testing.T) {
+	l := Limiter[string]{Every: Never, MaxKeys: 2}
+	t0 := time.Unix(1000, 0)
+	assert.True(t, l.Allow("a", t0))
+	assert.False(t, l.Allow("a", t0.Add(24*time.Hour)), "once per key")
+	assert.True(t, l.Allow("b", t0))
+	assert.False(t, l.Allow("c", t0), "no more than MaxKeys keys")
+}
