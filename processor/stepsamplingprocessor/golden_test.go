@@ -37,6 +37,14 @@ func TestGoldenTraces(t *testing.T) {
 			name: "error_step",
 			edit: func(cfg *Config) { cfg.SampleRate = 0.1 },
 		},
+		{
+			// sample_rate's job in the other Megatron shape: steps named
+			// megatron.train.iteration, each a child of the run-long
+			// megatron.pretrain span in one trace: the same iterations
+			// are kept.
+			name: "train_iteration_in_job",
+			edit: func(cfg *Config) { cfg.SampleRate = 0.1 },
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
