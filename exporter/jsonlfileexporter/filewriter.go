@@ -180,19 +180,16 @@ func newFileWriter(set fileWriterSettings, logger *zap.Logger) (*fileWriter, err
 // fileName returns the file name for a rendered template: compression adds
 // its suffix unless the template already ends with it.
 func (w *fileWriter) fileName(rel string) string {
-	var suffix string
-	switch w.set.compression {
-	case compressionGzip:
-		suffix = ".gz"
-	case compressionZstd:
-		suffix = ".zst"
-	}
+	suffix := compressionSuffix[w.set.compression]
 	p := filepath.Join(w.set.directory, rel)
 	if suffix != "" && !strings.HasSuffix(p, suffix) {
 		p += suffix
 	}
 	return p
 }
+
+// compressionSuffix is the file name suffix each compression adds.
+var compressionSuffix = map[string]string{compressionGzip: ".gz", compressionZstd: ".zst"}
 
 // start repairs the files an earlier run left and begins the periodic flush.
 func (w *fileWriter) start() {

@@ -43,15 +43,12 @@ var (
 // codecOf says how a file of ours is encoded, by its name: plain .jsonl,
 // .jsonl.gz or .jsonl.zst. Other files are not ours.
 func codecOf(path string) (codec string, ours bool) {
-	switch {
-	case strings.HasSuffix(path, ".jsonl"):
-		return "", true
-	case strings.HasSuffix(path, ".jsonl.gz"):
-		return compressionGzip, true
-	case strings.HasSuffix(path, ".jsonl.zst"):
-		return compressionZstd, true
+	for c, suffix := range compressionSuffix {
+		if strings.HasSuffix(path, ".jsonl"+suffix) {
+			return c, true
+		}
 	}
-	return "", false
+	return "", strings.HasSuffix(path, ".jsonl")
 }
 
 // repairExisting repairs the JSONL files under the directory, whatever

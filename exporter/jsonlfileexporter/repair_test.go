@@ -121,37 +121,19 @@ func TestZstdCompleteEndOfOtherEncoders(t *testing.T) {
 // last frame (member) is repaired and appended to, keeping every complete
 // record; a compressed file that holds something else is moved aside whole.
 func TestReopenRemovesCutCompressedTail(t *testing.T) {
-	for _, tc := range []struct{ codec, suffix string }{{compressionZstd, ".zst"}, {compressionGzip, ".gz"}} {
-		t.Run(tc.codec, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "traces.jsonl"+tc.suffix)
-			raw, ends := compressedFile(t, tc.codec, "{\"earlier\":1}\n", "{\"earlier\":2}\n{\"cut\":")
-			require.NoError(t, os.WriteFile(path, raw[:ends[1]-4], 0o600))
-
-			cfg := testConfig(dir)
-			cfg.Compression = Compression(tc.codec)
-			cfg.FlushInterval = 0
-			te := startExporters(t, cfg, nopSettings())
-			require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
-			te.shutdown()
+	for _, codec := range []string{compressionZstd, compressionGzip} {
+		t.Run(codec, func(t *testing.T) {
+			raw, ends := compressedFile(t, codec, "{\"earlier\":1}\n", "{\"earlier\":2}\n{\"cut\":")
+			path, te := writeAfterEarlierRun(t, codec, raw[:ends[1]-4])
 			lines := readRecords(t, path)
 			require.Len(t, lines, 11)
 			assert.JSONEq(t, `{"earlier":1}`, string(lines[0]))
 			assert.Empty(t, rotatedFiles(t, path))
 			assert.Equal(t, 1, te.logged.FilterMessage("Removed a cut last compressed block left by an interrupted write").Len())
 		})
-		t.Run(tc.codec+"/foreign", func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "traces.jsonl"+tc.suffix)
+		t.Run(codec+"/foreign", func(t *testing.T) {
 			foreign := []byte("{\"not\":\"compressed\"}\n")
-			require.NoError(t, os.WriteFile(path, foreign, 0o600))
-
-			cfg := testConfig(dir)
-			cfg.Compression = Compression(tc.codec)
-			cfg.FlushInterval = 0
-			te := startExporters(t, cfg, nopSettings())
-			require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
-			te.shutdown()
+			path, _ := writeAfterEarlierRun(t, codec, foreign)
 			assert.Len(t, readRecords(t, path), 10)
 			backups := rotatedFiles(t, path)
 			require.Len(t, backups, 1)
@@ -160,6 +142,22 @@ func TestReopenRemovesCutCompressedTail(t *testing.T) {
 			assert.Equal(t, foreign, moved, "the earlier file is kept as it was")
 		})
 	}
+}
+
+// writeAfterEarlierRun leaves earlier as the traces file of an earlier run,
+// then writes 10 spans with compression codec and shuts the exporter down.
+func writeAfterEarlierRun(t *testing.T, codec string, earlier []byte) (string, *testExporters) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "traces.jsonl"+compressionSuffix[codec])
+	require.NoError(t, os.WriteFile(path, earlier, 0o600))
+	cfg := testConfig(dir)
+	cfg.Compression = Compression(codec)
+	cfg.FlushInterval = 0
+	te := startExporters(t, cfg, nopSettings())
+	require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
+	te.shutdown()
+	return path, te
 }
 
 // TestStartRepairsFilesOfEveryCodec: at start the exporter repairs the

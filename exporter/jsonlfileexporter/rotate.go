@@ -62,7 +62,7 @@ func (w *fileWriter) moveAside(path string) error {
 // splitBackupName splits /d/traces.jsonl.gz into /d/traces and .jsonl.gz.
 func splitBackupName(path string) (prefix, ext string) {
 	comp := ""
-	for _, s := range []string{".gz", ".zst"} {
+	for _, s := range compressionSuffix {
 		if strings.HasSuffix(path, s) {
 			comp = s
 			path = strings.TrimSuffix(path, s)
@@ -80,11 +80,19 @@ func splitBackupName(path string) (prefix, ext string) {
 // <prefix>-<backupTimeFormat><ext>.
 func isBackupName(path string) bool {
 	prefix, _ := splitBackupName(path)
-	if len(prefix) <= len(backupTimeFormat) || prefix[len(prefix)-len(backupTimeFormat)-1] != '-' {
-		return false
+	_, _, ok := cutBackupTime(prefix, time.UTC)
+	return ok
+}
+
+// cutBackupTime splits a rotated name without its extension,
+// <prefix>-<backupTimeFormat>, into the prefix and the time.
+func cutBackupTime(name string, loc *time.Location) (prefix string, t time.Time, ok bool) {
+	n := len(name) - len(backupTimeFormat) - 1
+	if n < 1 || name[n] != '-' {
+		return "", time.Time{}, false
 	}
-	_, err := time.Parse(backupTimeFormat, prefix[len(prefix)-len(backupTimeFormat):])
-	return err == nil
+	t, err := time.ParseInLocation(backupTimeFormat, name[n+1:], loc)
+	return name[:n], t, err == nil
 }
 
 // prune removes rotated files of path beyond rotation::max_backups or older
@@ -111,12 +119,11 @@ func (w *fileWriter) prune(path string) {
 	var backups []backup
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !strings.HasPrefix(name, base+"-") || !strings.HasSuffix(name, ext) {
+		if e.IsDir() || !strings.HasSuffix(name, ext) {
 			continue
 		}
-		stamp := name[len(base)+1 : len(name)-len(ext)]
-		t, err := time.ParseInLocation(backupTimeFormat, stamp, loc)
-		if err != nil {
+		of, t, ok := cutBackupTime(strings.TrimSuffix(name, ext), loc)
+		if !ok || of != base {
 			continue
 		}
 		backups = append(backups, backup{name: name, t: t})
