@@ -83,10 +83,14 @@ say "collector $collector healthy"
 
 # wait returns early when a trapped signal arrives: wait again until the
 # collector has really exited.
-while :; do
-  status=0
-  wait "$collector" || status=$?
-  kill -0 "$collector" 2>/dev/null || break
+# wait returns early (128 + the signal) when the trapped TERM arrives, while
+# the collector is still shutting down; wait again until it has exited. Its
+# own status is then what a last wait returns: bash keeps the status of a
+# background job it reaped.
+while kill -0 "$collector" 2>/dev/null; do
+  wait "$collector" || true
 done
+status=0
+wait "$collector" || status=$?
 say "collector exited with status $status"
 exit "$status"
