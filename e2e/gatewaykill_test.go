@@ -280,17 +280,7 @@ func countLines(t *testing.T, dir string) lineCounts {
 		}
 		rel, _ := filepath.Rel(dir, path)
 		run, file, _ := strings.Cut(rel, string(filepath.Separator))
-		var one lensemu.Result
-		switch signalFile(file) {
-		case "traces.jsonl":
-			one.Spans = 1
-		case "metrics.jsonl":
-			one.DataPoints = 1
-		case "logs.jsonl":
-			one.LogRecords = 1
-		default:
-			t.Fatalf("unexpected output file %s", rel)
-		}
+		one := lineItem(t, file)
 		f := openOutput(t, path)
 		defer f.Close()
 		seen := map[uint64]bool{}

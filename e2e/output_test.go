@@ -96,6 +96,22 @@ func plainName(name string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(name, ".zst"), ".gz")
 }
 
+// lineItem is what one line of the output file at path counts as, by the
+// file's signal: a span, a data point or a log record.
+func lineItem(t *testing.T, path string) lensemu.Result {
+	t.Helper()
+	switch signalFile(filepath.Base(path)) {
+	case "traces.jsonl":
+		return lensemu.Result{Spans: 1}
+	case "metrics.jsonl":
+		return lensemu.Result{DataPoints: 1}
+	case "logs.jsonl":
+		return lensemu.Result{LogRecords: 1}
+	}
+	t.Fatalf("unexpected output file %s", path)
+	return lensemu.Result{}
+}
+
 // readTelemetry parses every output file under dir (traces.jsonl,
 // metrics.jsonl, logs.jsonl per run directory; zstd-compressed .jsonl.zst
 // as the presets write them, or .jsonl.gz). Every line must be a complete,
@@ -194,27 +210,26 @@ func openOutput(t *testing.T, path string) io.ReadCloser {
 	if err != nil {
 		t.Fatalf("open output: %v", err)
 	}
-	var dec io.Reader
 	switch {
 	case strings.HasSuffix(path, ".zst"):
-		var zr *zstd.Decoder
-		zr, err = zstd.NewReader(f)
-		if err == nil {
-			return decoded{zr, func() { zr.Close() }, f}
+		zr, err := zstd.NewReader(f)
+		if err != nil {
+			f.Close()
+			t.Fatalf("%s: %v", path, err)
 		}
+		return decoded{zr, zr.Close, f}
 	case strings.HasSuffix(path, ".gz"):
-		dec, err = gzip.NewReader(f)
+		gr, err := gzip.NewReader(f)
 		if errors.Is(err, io.EOF) { // an empty file: no member yet
 			return f
 		}
-	default:
-		return f
+		if err != nil {
+			f.Close()
+			t.Fatalf("%s: %v", path, err)
+		}
+		return decoded{gr, func() { _ = gr.Close() }, f}
 	}
-	if err != nil {
-		f.Close()
-		t.Fatalf("%s: %v", path, err)
-	}
-	return decoded{dec, func() {}, f}
+	return f
 }
 
 // decoded is a decompressing reader of an open file.

@@ -71,21 +71,12 @@ func readWithRecipe(t *testing.T, dir string, strict bool) lensemu.Result {
 			}
 			t.Errorf("%s on %s: %v\n%.500s", recipe, path, err, stderr)
 		}
-		var n lensemu.Result
+		one := lineItem(t, path)
 		for line := range strings.SplitSeq(string(out), "\n") {
-			if line == "" || strings.HasPrefix(line, string(stepPointPrefix)) {
-				continue
-			}
-			switch signalFile(filepath.Base(path)) {
-			case "traces.jsonl":
-				n.Spans++
-			case "metrics.jsonl":
-				n.DataPoints++
-			case "logs.jsonl":
-				n.LogRecords++
+			if line != "" && !strings.HasPrefix(line, string(stepPointPrefix)) {
+				got = got.Add(one)
 			}
 		}
-		got = got.Add(n)
 		return nil
 	})
 	if err != nil {
