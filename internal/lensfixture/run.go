@@ -1,0 +1,193 @@
+package lensfixture
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+)
+
+// Defaults of a Run.
+var (
+	// DefaultStart is when a Run's Pretrain span starts.
+	DefaultStart = time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC)
+	// DefaultStep is a 100ms step: 70ms compute, 15ms gradient sync, 15ms
+	// optimizer.
+	DefaultStep = Step{Compute: 70 * time.Millisecond, GradSync: 15 * time.Millisecond, Optimizer: 15 * time.Millisecond}
+)
+
+const (
+	// DefaultSetup is the time from the job's start to iteration 0's step:
+	// model set-up (ModelInit) and the start of the training loop.
+	DefaultSetup = 5 * time.Second
+	// DefaultPeriod is the time between two steps' starts.
+	DefaultPeriod = time.Second
+	// ScopeName is the instrumentation scope the spans are sent under.
+	ScopeName = "megatron.core"
+)
+
+// Run is one synchronous training job: its ranks train the same iterations
+// together, and each iteration's step ends at the same time on every rank,
+// set by the slowest rank's compute.
+type Run struct {
+	Ranks []Rank
+	// Shape is the step spans' name and trace shape; an empty StepName means
+	// megatron.train_step.
+	Shape Shape
+	// Start is when the job (Pretrain) starts; zero means DefaultStart.
+	Start time.Time
+	// Setup is the time to iteration 0's step; 0 means DefaultSetup.
+	Setup time.Duration
+	// Period is the time between two steps' starts (0: DefaultPeriod); it
+	// must exceed every step's Duration.
+	Period time.Duration
+	// Step is every rank's step; a zero Step means DefaultStep. Its Compute
+	// and Slowest are replaced per rank by Compute.
+	Step Step
+	// Compute, when set, gives a rank's compute time on an iteration.
+	Compute func(rank, iteration int64) time.Duration
+}
+
+func (r Run) stepName() string {
+	if r.Shape.StepName == "" {
+		return attrkey.MegatronTrainStep
+	}
+	return r.Shape.StepName
+}
+
+func (r Run) template() Step {
+	if r.Step == (Step{}) {
+		return DefaultStep
+	}
+	return r.Step
+}
+
+func (r Run) compute(rank, iteration int64) time.Duration {
+	if r.Compute != nil {
+		return r.Compute(rank, iteration)
+	}
+	return r.template().Compute
+}
+
+// StepOf is rank's step on iteration: its own compute and the slowest of
+// every rank of the run.
+func (r Run) StepOf(rank, iteration int64) Step {
+	s := r.template()
+	s.Compute = r.compute(rank, iteration)
+	s.Slowest = s.Compute
+	for _, p := range r.Ranks {
+		s.Slowest = max(s.Slowest, r.compute(p.Rank, iteration))
+	}
+	return s
+}
+
+// JobStart is when the job's Pretrain span starts.
+func (r Run) JobStart() time.Time {
+	if r.Start.IsZero() {
+		return DefaultStart
+	}
+	return r.Start
+}
+
+// StepStart is when every rank's step of iteration starts.
+func (r Run) StepStart(iteration int64) time.Time {
+	setup, period := r.Setup, r.Period
+	if setup == 0 {
+		setup = DefaultSetup
+	}
+	if period == 0 {
+		period = DefaultPeriod
+	}
+	return r.JobStart().Add(setup + time.Duration(iteration)*period)
+}
+
+// TraceID is the trace of rank's step on iteration (iteration < 0: its job
+// spans).
+func (r Run) TraceID(rank Rank, iteration int64) pcommon.TraceID {
+	return traceID(rank, r.Shape, iteration)
+}
+
+// AppendResource appends a resource for rank to td with one scope, and
+// returns the scope's spans.
+func AppendResource(td ptrace.Traces, rank Rank) ptrace.SpanSlice {
+	rs := td.ResourceSpans().AppendEmpty()
+	rank.PutResource(rs.Resource().Attributes())
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(ScopeName)
+	return ss.Spans()
+}
+
+func setSpan(s ptrace.Span, name string, trace pcommon.TraceID, id, parent pcommon.SpanID, from, to time.Time) {
+	s.SetName(name)
+	s.SetTraceID(trace)
+	s.SetSpanID(id)
+	s.SetParentSpanID(parent)
+	s.SetKind(ptrace.SpanKindInternal)
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(from))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(to))
+}
+
+// AppendStep appends rank's step of iteration to dst in the order its spans
+// end (the step span last), and returns the step span's index in dst. The
+// step span carries megatron.iteration; the others are tied to it by their
+// parents, as Megatron-LM sends them.
+func (r Run) AppendStep(dst ptrace.SpanSlice, rank Rank, iteration int64) int {
+	plans := r.StepOf(rank.Rank, iteration).Plans(r.stepName())
+	start := r.StepStart(iteration)
+	trace := r.TraceID(rank, iteration)
+	stepAt := -1
+	for _, i := range ExportOrder(plans) {
+		p := plans[i]
+		parent := SpanID(KindStep, rank.Rank, iteration, p.Parent)
+		if p.Parent < 0 {
+			parent = SpanID(KindJob, rank.Rank, 0, TrainIndex)
+			if r.Shape.StepsAreRoots {
+				parent = pcommon.SpanID{}
+			}
+			stepAt = dst.Len()
+		}
+		s := dst.AppendEmpty()
+		setSpan(s, p.Name, trace, SpanID(KindStep, rank.Rank, iteration, i), parent, start.Add(p.From), start.Add(p.To))
+		if p.Parent < 0 {
+			s.Attributes().PutInt(attrkey.MegatronIteration, iteration)
+		}
+	}
+	return stepAt
+}
+
+// AppendModelInit appends ModelInit, which ends before the first step.
+func (r Run) AppendModelInit(dst ptrace.SpanSlice, rank Rank) {
+	t0 := r.JobStart()
+	setSpan(dst.AppendEmpty(), ModelInit, r.TraceID(rank, -1), SpanID(KindJob, rank.Rank, 0, ModelInitIndex),
+		SpanID(KindJob, rank.Rank, 0, PretrainIndex), t0.Add(time.Second), r.StepStart(0).Add(-time.Second))
+}
+
+// AppendCheckpoint appends a SaveCheckpoint between iteration's step and
+// the next.
+func (r Run) AppendCheckpoint(dst ptrace.SpanSlice, rank Rank, iteration int64) {
+	end := r.StepStart(iteration).Add(r.StepOf(rank.Rank, iteration).Duration())
+	setSpan(dst.AppendEmpty(), SaveCheckpoint, r.TraceID(rank, -1), SpanID(KindJob, rank.Rank, iteration, CheckpointIndex),
+		SpanID(KindJob, rank.Rank, 0, TrainIndex), end.Add(time.Millisecond), end.Add(2*time.Millisecond))
+}
+
+// AppendJobEnd appends Train and the root Pretrain, which end, and so are
+// exported, last: after iteration last.
+func (r Run) AppendJobEnd(dst ptrace.SpanSlice, rank Rank, last int64) {
+	t0, trace := r.JobStart(), r.TraceID(rank, -1)
+	end := r.StepStart(last + 1)
+	pretrain := SpanID(KindJob, rank.Rank, 0, PretrainIndex)
+	setSpan(dst.AppendEmpty(), Train, trace, SpanID(KindJob, rank.Rank, 0, TrainIndex), pretrain, r.StepStart(0).Add(-time.Millisecond), end)
+	setSpan(dst.AppendEmpty(), Pretrain, trace, pretrain, pcommon.SpanID{}, t0, end.Add(time.Millisecond))
+}
+
+// Iteration is one batch holding every rank's step of iteration, a
+// resource per rank.
+func (r Run) Iteration(iteration int64) ptrace.Traces {
+	td := ptrace.NewTraces()
+	for _, rank := range r.Ranks {
+		r.AppendStep(AppendResource(td, rank), rank, iteration)
+	}
+	return td
+}
