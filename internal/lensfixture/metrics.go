@@ -1,6 +1,7 @@
 package lensfixture
 
 import (
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -93,7 +94,7 @@ func (r Run) AppendLog(dst plog.LogRecordSlice, rank Rank, iteration int64, seve
 	lr := dst.AppendEmpty()
 	lr.SetTimestamp(pcommon.NewTimestampFromTime(r.StepStart(iteration).Add(r.StepOf(rank.Rank, iteration).Duration())))
 	lr.SetSeverityNumber(severity)
-	lr.SetSeverityText(severity.String())
+	lr.SetSeverityText(strings.ToUpper(severity.String())) // as Python logging names levels
 	lr.Body().SetStr(body)
 	lr.Attributes().PutInt(attrkey.MegatronIteration, iteration)
 	return lr
