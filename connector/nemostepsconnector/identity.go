@@ -2,7 +2,6 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 
 import (
 	"hash/maphash"
-	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -93,26 +92,11 @@ func (id identity) rankOf(attrs pcommon.Map) (rankKey, string, int64, skipReason
 }
 
 // groupHash identifies a resource's run and group by hashing its group
-// attributes, without building a string key. An int and its decimal string
-// are the same group, as with ranks.
+// attributes, without building a string key.
 func (id identity) groupHash(attrs pcommon.Map) uint64 {
 	var h maphash.Hash
 	h.SetSeed(id.seed)
-	var num [20]byte
-	for _, k := range id.groupKeys {
-		v, ok := attrs.Get(k)
-		if !ok {
-			_ = h.WriteByte(0)
-			continue
-		}
-		_ = h.WriteByte(1)
-		if v.Type() == pcommon.ValueTypeInt {
-			_, _ = h.Write(strconv.AppendInt(num[:0], v.Int(), 10))
-		} else {
-			_, _ = h.WriteString(v.AsString())
-		}
-		_ = h.WriteByte(0xff)
-	}
+	rankattr.HashGroup(&h, attrs, id.groupKeys)
 	return h.Sum64()
 }
 

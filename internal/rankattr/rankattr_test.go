@@ -1,6 +1,7 @@
 package rankattr
 
 import (
+	"hash/maphash"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,4 +63,30 @@ func FuzzParseString(f *testing.F) {
 			t.Fatalf("ParseString(%q) = %d, invalid but non-zero", s, n)
 		}
 	})
+}
+
+func TestHashGroup(t *testing.T) {
+	seed := maphash.MakeSeed()
+	hash := func(edit func(pcommon.Map)) uint64 {
+		m := pcommon.NewMap()
+		edit(m)
+		var h maphash.Hash
+		h.SetSeed(seed)
+		HashGroup(&h, m, DefaultGroupKeys)
+		return h.Sum64()
+	}
+	intRun := hash(func(m pcommon.Map) { m.PutInt("nemo.run.id", 4242) })
+	assert.Equal(t, intRun, hash(func(m pcommon.Map) { m.PutStr("nemo.run.id", "4242") }), "an int run id and its decimal string are one run")
+	assert.NotEqual(t, intRun, hash(func(m pcommon.Map) { m.PutStr("nemo.run.id", "4243") }))
+	assert.NotEqual(t, hash(func(m pcommon.Map) { m.PutStr("nemo.run.id", "a") }),
+		hash(func(m pcommon.Map) { m.PutStr("nemo.run.id", "a"); m.PutStr("rl.worker_group", "policy") }), "the group tells ranks apart")
+	assert.NotEqual(t, hash(func(m pcommon.Map) { m.PutStr("nemo.run.id", "") }), hash(func(pcommon.Map) {}), "an empty run id is not a missing one")
+	assert.Equal(t, "4242", GroupValue(pcommon.NewValueInt(4242), nil))
+	assert.Equal(t, "true", GroupValue(pcommon.NewValueBool(true), nil))
+	m := pcommon.NewMap()
+	m.PutInt("nemo.run.id", 4242)
+	m.PutStr("rl.worker_group", "policy")
+	var h maphash.Hash
+	h.SetSeed(seed)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { HashGroup(&h, m, DefaultGroupKeys) }), "keying a resource must not allocate")
 }

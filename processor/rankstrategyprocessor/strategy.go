@@ -3,7 +3,6 @@ package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/proce
 import (
 	"fmt"
 	"hash/maphash"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -212,26 +211,7 @@ func (s *rankSelector) rememberWorldSize(group uint64, size int64) {
 func (s *rankSelector) groupHash(attrs pcommon.Map) uint64 {
 	var h maphash.Hash
 	h.SetSeed(s.seed)
-	var num [20]byte
-	for _, k := range s.groupKeys {
-		v, ok := attrs.Get(k)
-		if !ok {
-			_ = h.WriteByte(0)
-			continue
-		}
-		_ = h.WriteByte(1)
-		switch v.Type() {
-		case pcommon.ValueTypeStr:
-			_, _ = h.WriteString(v.Str())
-		case pcommon.ValueTypeInt:
-			// An int group id and its decimal string are the same group, as
-			// with ranks.
-			_, _ = h.Write(strconv.AppendInt(num[:0], v.Int(), 10))
-		default:
-			_, _ = h.WriteString(v.AsString())
-		}
-		_ = h.WriteByte(0xff)
-	}
+	rankattr.HashGroup(&h, attrs, s.groupKeys)
 	return h.Sum64()
 }
 

@@ -2,7 +2,6 @@ package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/proce
 
 import (
 	"hash/maphash"
-	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -42,38 +41,13 @@ func (r *rankReader) identify(attrs pcommon.Map) rankIdentity {
 	id := rankIdentity{key: rankKey{rank: rank}, ok: true}
 	var h maphash.Hash
 	h.SetSeed(r.seed)
-	var num [20]byte
 	if v, ok := attrs.Get(r.runIDKey); ok {
-		id.runID = attrString(v, num[:0])
+		var num [20]byte
+		id.runID = rankattr.GroupValue(v, num[:0]) // an int run id and its decimal string are one run
 	}
 	_, _ = h.WriteString(id.runID)
-	for _, k := range r.groupKeys {
-		_ = h.WriteByte(0xff)
-		v, ok := attrs.Get(k)
-		if !ok {
-			_ = h.WriteByte(0)
-			continue
-		}
-		_ = h.WriteByte(1)
-		if v.Type() == pcommon.ValueTypeStr {
-			_, _ = h.WriteString(v.Str())
-		} else {
-			_, _ = h.WriteString(attrString(v, num[:0]))
-		}
-	}
+	_ = h.WriteByte(0xff)
+	rankattr.HashGroup(&h, attrs, r.groupKeys)
 	id.key.group = h.Sum64()
 	return id
-}
-
-// attrString is the value as the sample hashes it: a string as is, an int
-// in decimal (an int run id and its decimal string are the same run).
-func attrString(v pcommon.Value, scratch []byte) string {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		return v.Str()
-	case pcommon.ValueTypeInt:
-		return string(strconv.AppendInt(scratch, v.Int(), 10))
-	default:
-		return v.AsString()
-	}
 }
