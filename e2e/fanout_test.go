@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
 )
@@ -294,7 +295,7 @@ func checkPrometheus(t *testing.T, port int, runID string, worldSize, steps int,
 	t.Helper()
 	scrapeURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	var body []byte
-	lastLoss := 10.0 / float64(steps+1) // what the emulator records at the last step
+	lastLoss := lensfixture.Loss(int64(steps)) // what the emulator records at the last step
 	instance := func(rank int) string { return fmt.Sprintf("service_instance_id=%s-rank%d", runID, rank) }
 	waitFor(t, deliveryTimeout, "every rank's metrics on the Prometheus exporter", func() bool {
 		body = scrape(scrapeURL)

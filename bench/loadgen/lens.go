@@ -11,8 +11,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 // Signals the load generator can send, and the item each one counts.
@@ -26,13 +28,6 @@ const (
 // that pdata encodes megatron.iteration as a 5-byte varint; the patcher then
 // rewrites it in place, in 5 bytes, with the real iteration (see patch.go).
 const iterationPlaceholder = 1 << 28
-
-// gpusPerNode sets nv.dl.local_rank and host.name: ranks 0-7 are on node 0, ...
-const gpusPerNode = 8
-
-// metricsPerStep is the number of data points a rank reports per step: the
-// Megatron-LM's training metrics (bench/README.md, "What a rank sends"), one point each.
-const metricsPerStep = 8
 
 // job describes the synthetic training job whose telemetry is replayed.
 type job struct {
@@ -64,14 +59,11 @@ type job struct {
 	seed        uint64
 }
 
-// spansPerStep is the size of one megatron.train_step subtree.
-func (j job) spansPerStep() int { return 8 + 3*j.microbatches }
-
 // itemsPerStep is what one rank emits per step for the job's signal.
 func (j job) itemsPerStep() int {
 	switch j.signal {
 	case signalMetrics:
-		return metricsPerStep
+		return lensfixture.MetricsPerStep // Megatron-LM's training metrics, one point each
 	case signalLogs:
 		return 1
 	default:
@@ -167,72 +159,47 @@ func (j job) stepDurations(rank int) []time.Duration {
 	return d
 }
 
-// computeShare is the part of the step a rank spends in
-// megatron.forward_backward. In a synchronous job with stragglers the
-// straggler computes for fullCompute of the step and every other rank for
-// straggleFactor times less, waiting the rest in megatron.grad_sync.finish.
-func (j job) computeShare(rank int) float64 {
-	if j.unsynchronised || j.stragglers == 0 || j.isStraggler(rank) {
-		return fullCompute
+// rankOf is the identity one NeMo Lens rank sends (bench/README.md, "What a
+// rank sends"): the fixture's rank in the -rank-keys spelling and type, with
+// the job's topology sizes, job and run uuids, slurm.* and wandb.* as extras.
+func (j job) rankOf(rank int) lensfixture.Rank {
+	r := lensfixture.Rank{
+		Run: j.runIDOf(rank), Rank: int64(rank), WorldSize: int64(j.ranks), ServiceName: j.serviceName,
+		LegacyKeys: j.rankKeys == "dl" || (j.rankKeys == "mixed" && rank%2 == 1),
+		AsString:   j.rankKeys == "mixed" && rank%3 == 0,
 	}
-	return fullCompute / max(j.straggleFactor, 1)
+	num := func(k string, v int) lensfixture.KeyValue {
+		if r.AsString {
+			return kv(k, strconv.Itoa(v))
+		}
+		return kv(k, int64(v))
+	}
+	_, _, _, dp := j.topology(rank)
+	if r.LegacyKeys {
+		r.Extra = append(r.Extra, num("dl.tensor_parallel.size", j.tp), num("dl.pipeline_parallel.size", j.pp), num("dl.data_parallel.size", dp))
+	} else {
+		r.Extra = append(r.Extra, num("nv.dl.topology.size.tp", j.tp), num("nv.dl.topology.size.pp", j.pp), num("nv.dl.topology.size.dp", dp),
+			kv(attrkey.DLJobUUID, fmt.Sprintf("%016x", j.hash(7))), kv("nv.dl.run.uuid", fmt.Sprintf("%016x", j.hash(8))))
+	}
+	nodes := (j.ranks + lensfixture.GPUsPerNode - 1) / lensfixture.GPUsPerNode
+	r.Extra = append(r.Extra,
+		kv("host.gpu.count", int64(lensfixture.GPUsPerNode)),
+		kv(attrkey.SlurmJobID, "4242424"),
+		kv("slurm.job.name", "megatron-gpt-pretrain"),
+		kv("slurm.nodelist", fmt.Sprintf("node[000-%03d]", nodes-1)), // as the fixture names hosts
+		kv("slurm.nnodes", strconv.Itoa(nodes)),
+		kv("slurm.ntasks", strconv.Itoa(j.ranks)),
+		kv("slurm.partition", "batch"),
+		kv("slurm.cluster.name", "bench"),
+		kv(attrkey.WandbEntity, "nemo-bench"),
+		kv(attrkey.WandbProject, "loadgen"),
+		kv("deployment.environment", "bench"),
+	)
+	return r
 }
 
-// resource fills the resource attributes one NeMo Lens rank sets (bench/README.md,
-// "What a rank sends").
-func (j job) resource(rank int, attrs pcommon.Map) {
-	_, _, _, dp := j.topology(rank)
-	legacy := j.rankKeys == "dl" || (j.rankKeys == "mixed" && rank%2 == 1)
-	asString := j.rankKeys == "mixed" && rank%3 == 0
-	prefix := "nv.dl."
-	if legacy {
-		prefix = "dl."
-	}
-	putNum := func(k string, v int) {
-		if asString {
-			attrs.PutStr(k, strconv.Itoa(v))
-		} else {
-			attrs.PutInt(k, int64(v))
-		}
-	}
-	runID := j.runIDOf(rank)
-	instance := runID
-	if instance == "" {
-		instance = "norun"
-	}
-	attrs.PutStr("service.name", j.serviceName)
-	attrs.PutStr("service.instance.id", fmt.Sprintf("%s-rank%d", instance, rank))
-	if runID != "" {
-		attrs.PutStr("nemo.run.id", runID)
-	}
-	putNum(prefix+"rank", rank)
-	putNum(prefix+"world_size", j.ranks)
-	putNum(prefix+"local_rank", rank%gpusPerNode)
-	if legacy {
-		putNum("dl.tensor_parallel.size", j.tp)
-		putNum("dl.pipeline_parallel.size", j.pp)
-		putNum("dl.data_parallel.size", dp)
-	} else {
-		putNum("nv.dl.topology.size.tp", j.tp)
-		putNum("nv.dl.topology.size.pp", j.pp)
-		putNum("nv.dl.topology.size.dp", dp)
-		attrs.PutStr("nv.dl.job.uuid", fmt.Sprintf("%016x", j.hash(7)))
-		attrs.PutStr("nv.dl.run.uuid", fmt.Sprintf("%016x", j.hash(8)))
-	}
-	nodes := (j.ranks + gpusPerNode - 1) / gpusPerNode
-	attrs.PutStr("host.name", fmt.Sprintf("node%04d", rank/gpusPerNode))
-	attrs.PutInt("process.pid", int64(20000+rank%gpusPerNode))
-	attrs.PutInt("host.gpu.count", gpusPerNode)
-	attrs.PutStr("slurm.job.id", "4242424")
-	attrs.PutStr("slurm.job.name", "megatron-gpt-pretrain")
-	attrs.PutStr("slurm.nodelist", fmt.Sprintf("node[0000-%04d]", nodes-1))
-	attrs.PutStr("slurm.nnodes", strconv.Itoa(nodes))
-	attrs.PutStr("slurm.ntasks", strconv.Itoa(j.ranks))
-	attrs.PutStr("slurm.partition", "batch")
-	attrs.PutStr("slurm.cluster.name", "bench")
-	attrs.PutStr("wandb.entity", "nemo-bench")
-	attrs.PutStr("wandb.project", "loadgen")
-	attrs.PutStr("deployment.environment", "bench")
+func kv(key string, value any) lensfixture.KeyValue {
+	return lensfixture.KeyValue{Key: key, Value: value}
 }
 
 func (j job) putExtra(attrs pcommon.Map) {
@@ -240,52 +207,6 @@ func (j job) putExtra(attrs pcommon.Map) {
 		attrs.PutStr("bench.attr."+strconv.Itoa(i), "value-"+strconv.Itoa(i))
 	}
 }
-
-// stepSpan is one span of a train step: its name, parent (index in the step,
-// -1 for the step's own parent), and start and end as fractions of the step.
-type stepSpan struct {
-	name       string
-	parent     int
-	start, end float64
-}
-
-// fullCompute is the share of a step in megatron.forward_backward for a rank
-// nobody waits for.
-const fullCompute = 0.7
-
-// stepLayout is the megatron.train_step subtree of the Megatron-LM span tree
-// for m micro-batches: 8+3m spans (20 for m=4), the rank computing for the
-// first compute (at most fullCompute) of the step; grad sync waits from
-// there to 0.85, then the optimizer step.
-func stepLayout(m int, compute float64) []stepSpan {
-	c := compute / fullCompute // scales the compute spans
-	spans := []stepSpan{
-		{"megatron.train_step", -1, 0, 1},
-		{"megatron.forward_backward", 0, 0, compute},
-		{"megatron.p2p.recv_forward", 1, 0, 0.02 * c},
-		{"megatron.pp.recv_forward.linked", 1, 0, 0.02 * c},
-	}
-	per := 0.66 / float64(m)
-	for mb := range m {
-		b := 0.02 + float64(mb)*per
-		fwd := len(spans)
-		spans = append(spans,
-			stepSpan{"megatron.microbatch.forward", 1, b * c, (b + 0.4*per) * c},
-			stepSpan{"megatron.layer.forward", fwd, (b + 0.05*per) * c, (b + 0.35*per) * c},
-			stepSpan{"megatron.microbatch.backward", 1, (b + 0.4*per) * c, (b + per) * c},
-		)
-	}
-	return append(spans,
-		stepSpan{"megatron.p2p.send_forward", 1, 0.68 * c, compute},
-		stepSpan{"megatron.grad_sync.start", 0, compute, compute + 0.05},
-		stepSpan{"megatron.grad_sync.finish", 0, compute + 0.05, 0.85},
-		stepSpan{"megatron.optimizer_step", 0, 0.85, 1},
-	)
-}
-
-// sendForwardIndex is the index of megatron.p2p.send_forward in stepLayout,
-// the span a pipeline peer's megatron.pp.recv_forward.linked links to.
-func sendForwardIndex(m int) int { return 4 + 3*m }
 
 // buildRequest returns the OTLP request of one rank's template, marshaled,
 // with its steps ending at ref (Unix ns). Step s carries
@@ -313,98 +234,18 @@ func (j job) stepStarts(rank int, ref int64) (starts []int64, durs []time.Durati
 	return starts, durs
 }
 
-func (j job) traces(rank int, ref int64) ptrace.Traces {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	j.resource(rank, rs.Resource().Attributes())
-	ss := rs.ScopeSpans().AppendEmpty()
-	ss.Scope().SetName("megatron")
-	layout := stepLayout(j.microbatches, j.computeShare(rank))
-	tpRank, dpRank, ppRank, dp := j.topology(rank)
-	starts, durs := j.stepStarts(rank, ref)
-	spans := ss.Spans()
-	spans.EnsureCapacity(len(layout) * j.stepsPerRequest)
-	for s := range j.stepsPerRequest {
-		loss := 2.0 + 8.0/float64(s+2)
-		at := func(f float64) pcommon.Timestamp {
-			return pcommon.Timestamp(starts[s] + int64(f*float64(durs[s])))
-		}
-		for i, l := range layout {
-			sp := spans.AppendEmpty()
-			sp.SetTraceID(j.traceID(rank, s))
-			sp.SetSpanID(j.spanID(rank, s, i))
-			switch {
-			case l.parent >= 0:
-				sp.SetParentSpanID(j.spanID(rank, s, l.parent))
-			case j.traceScope != "step":
-				sp.SetParentSpanID(j.trainSpanID(rank))
-			}
-			sp.SetName(l.name)
-			sp.SetKind(ptrace.SpanKindInternal)
-			sp.SetStartTimestamp(at(l.start))
-			sp.SetEndTimestamp(at(l.end))
-			a := sp.Attributes()
-			switch l.name {
-			case "megatron.train_step":
-				a.PutInt("megatron.iteration", int64(iterationPlaceholder+s))
-				a.PutInt("megatron.num_microbatches", int64(j.microbatches))
-				a.PutDouble("megatron.loss", loss)
-				a.PutDouble("megatron.grad_norm", 1.0+float64(j.hash(9, uint64(rank), uint64(s))%500)/1000)
-				a.PutBool("megatron.update_successful", true)
-				a.PutDouble("megatron.learning_rate", 3e-4)
-				a.PutInt("megatron.global_batch_size", 1024)
-				a.PutInt("megatron.seq_length", 4096)
-				a.PutInt("megatron.consumed_samples", int64(1024*(s+1)))
-				a.PutInt("dl.pipeline_parallel.rank", int64(ppRank))
-				a.PutInt("dl.tensor_parallel.rank", int64(tpRank))
-				a.PutInt("dl.data_parallel.rank", int64(dpRank))
-			case "megatron.forward_backward":
-				a.PutInt("megatron.num_microbatches", int64(j.microbatches))
-				a.PutInt("dl.pipeline_parallel.rank", int64(ppRank))
-				a.PutBool("megatron.forward_only", false)
-			case "megatron.microbatch.forward", "megatron.microbatch.backward":
-				a.PutInt("megatron.microbatch_id", int64((i-4)/3))
-				a.PutInt("dl.pipeline_parallel.rank", int64(ppRank))
-			case "megatron.layer.forward":
-				a.PutInt("megatron.microbatch_id", int64((i-4)/3))
-				a.PutInt("megatron.layer.number", int64(ppRank*32))
-			case "megatron.p2p.recv_forward", "megatron.p2p.send_forward", "megatron.pp.recv_forward.linked":
-				a.PutInt("dl.pipeline_parallel.rank", int64(ppRank))
-				a.PutStr("megatron.p2p.tensor_shape", "[4096, 1, 8192]")
-				a.PutInt("megatron.p2p.bytes", 4096*8192*2)
-				if l.name == "megatron.pp.recv_forward.linked" && ppRank > 0 {
-					peer := rank - j.tp*dp
-					link := sp.Links().AppendEmpty()
-					link.SetTraceID(j.traceID(peer, s))
-					link.SetSpanID(j.spanID(peer, s, sendForwardIndex(j.microbatches)))
-					link.Attributes().PutInt("dl.pipeline_parallel.rank", int64(ppRank-1))
-				}
-			case "megatron.grad_sync.start", "megatron.grad_sync.finish":
-				a.PutInt("megatron.grad_sync.buckets", 40)
-				a.PutInt("dl.data_parallel.size", int64(dp))
-			case "megatron.optimizer_step":
-				a.PutBool("megatron.update_successful", true)
-				a.PutDouble("megatron.grad_norm", 1.25)
-				a.PutDouble("megatron.learning_rate", 3e-4)
-			}
-			j.putExtra(a)
-		}
-	}
-	return td
-}
-
 func (j job) metrics(rank int, ref int64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
-	j.resource(rank, rm.Resource().Attributes())
+	j.rankOf(rank).PutResource(rm.Resource().Attributes())
 	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName("megatron")
+	sm.Scope().SetName(lensfixture.ScopeName)
 	starts, durs := j.stepStarts(rank, ref)
 	processStart := pcommon.Timestamp(starts[0] - int64(time.Hour))
 	ms := sm.Metrics()
 
 	hist := ms.AppendEmpty()
-	hist.SetName("megatron.training.step_duration_ms")
+	hist.SetName(lensfixture.StepDurationMetric)
 	hist.SetUnit("ms")
 	h := hist.SetEmptyHistogram()
 	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
@@ -438,12 +279,12 @@ func (j job) metrics(rank int, ref int64) pmetric.Metrics {
 		name, unit string
 		value      func(s int) float64
 	}{
-		{"megatron.training.loss", "", func(s int) float64 { return 2.0 + 8.0/float64(s+2) }},
-		{"megatron.training.throughput_tflops", "", func(s int) float64 { return 180 + float64(j.hash(10, uint64(rank), uint64(s))%100)/10 }},
-		{"megatron.training.tokens_per_sec", "", func(s int) float64 { return 51200 * float64(j.stepDuration) / float64(durs[s]) }},
-		{"megatron.training.grad_norm", "", func(s int) float64 { return 1.0 + float64(j.hash(9, uint64(rank), uint64(s))%500)/1000 }},
-		{"megatron.training.learning_rate", "", func(int) float64 { return 3e-4 }},
-		{"megatron.training.memory_allocated_gb", "GBy", func(int) float64 { return 61.5 }},
+		{lensfixture.LossMetric, "", func(s int) float64 { return lensfixture.Loss(int64(s)) }},
+		{lensfixture.TFLOPSMetric, "", func(s int) float64 { return 180 + float64(j.hash(10, uint64(rank), uint64(s))%100)/10 }},
+		{lensfixture.TokensPerSecMetric, "", func(s int) float64 { return 51200 * float64(j.stepDuration) / float64(durs[s]) }},
+		{lensfixture.GradNormMetric, "", func(s int) float64 { return 1.0 + float64(j.hash(9, uint64(rank), uint64(s))%500)/1000 }},
+		{lensfixture.LearningRateMetric, "", func(int) float64 { return 3e-4 }},
+		{lensfixture.MemoryMetric, "GBy", func(int) float64 { return 61.5 }},
 	}
 	for _, g := range gauges {
 		m := ms.AppendEmpty()
@@ -459,7 +300,7 @@ func (j job) metrics(rank int, ref int64) pmetric.Metrics {
 	}
 
 	skipped := ms.AppendEmpty()
-	skipped.SetName("megatron.training.skipped_iters")
+	skipped.SetName(lensfixture.SkippedItersMetric)
 	sum0 := skipped.SetEmptySum()
 	sum0.SetIsMonotonic(true)
 	sum0.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
@@ -489,9 +330,9 @@ const (
 func (j job) logs(rank int, ref int64) plog.Logs {
 	ld := plog.NewLogs()
 	rl := ld.ResourceLogs().AppendEmpty()
-	j.resource(rank, rl.Resource().Attributes())
+	j.rankOf(rank).PutResource(rl.Resource().Attributes())
 	sl := rl.ScopeLogs().AppendEmpty()
-	sl.Scope().SetName("megatron")
+	sl.Scope().SetName(lensfixture.ScopeName)
 	starts, durs := j.stepStarts(rank, ref)
 	for s := range j.stepsPerRequest {
 		lr := sl.LogRecords().AppendEmpty()
@@ -501,10 +342,10 @@ func (j job) logs(rank int, ref int64) plog.Logs {
 		lr.SetSeverityNumber(plog.SeverityNumberInfo)
 		lr.SetSeverityText("INFO")
 		// The iteration field has a fixed width: the patcher rewrites its digits in place.
-		lr.Body().SetStr(logLine(s, durs[s], 2.0+8.0/float64(s+2)))
+		lr.Body().SetStr(logLine(s, durs[s], lensfixture.Loss(int64(s))))
 		lr.SetTraceID(j.traceID(rank, s))
 		lr.SetSpanID(j.spanID(rank, s, 0))
-		lr.Attributes().PutInt("megatron.iteration", int64(iterationPlaceholder+s))
+		lr.Attributes().PutInt(attrkey.MegatronIteration, int64(iterationPlaceholder+s))
 		j.putExtra(lr.Attributes())
 	}
 	return ld

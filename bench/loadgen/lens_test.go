@@ -16,6 +16,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 func testJob(t *testing.T, args ...string) (options, job) {
@@ -77,8 +80,8 @@ func TestTraceTemplateShape(t *testing.T) {
 		for _, sp := range spansOf(td) {
 			assert.LessOrEqual(t, sp.StartTimestamp(), sp.EndTimestamp(), sp.Name())
 			lastEnd = max(lastEnd, sp.EndTimestamp())
-			if sp.Name() == "megatron.train_step" {
-				it, ok := sp.Attributes().Get("megatron.iteration")
+			if sp.Name() == attrkey.MegatronTrainStep {
+				it, ok := sp.Attributes().Get(attrkey.MegatronIteration)
 				require.True(t, ok)
 				require.Equal(t, pcommon.ValueTypeInt, it.Type())
 				iterations = append(iterations, it.Int())
@@ -121,9 +124,9 @@ func TestTraceReplaysDiffer(t *testing.T) {
 				traceOfRank[rank] = sp.TraceID()
 			}
 			for _, sp := range spans {
-				if sp.Name() == "megatron.train_step" {
+				if sp.Name() == attrkey.MegatronTrainStep {
 					assert.Equal(t, j.trainSpanID(rank), sp.ParentSpanID(), "steps hang under the rank's megatron.train span")
-					it, _ := sp.Attributes().Get("megatron.iteration")
+					it, _ := sp.Attributes().Get(attrkey.MegatronIteration)
 					assert.GreaterOrEqual(t, it.Int(), rp.iteration)
 					continue
 				}
@@ -145,7 +148,7 @@ func TestStepTraceScope(t *testing.T) {
 	for round := range 2 {
 		for _, sp := range spansOf(decodeTraces(t, tpl.render(nil, replay{mask: j.hash(11, uint64(round))}))) {
 			traces[sp.TraceID()]++
-			if sp.Name() == "megatron.train_step" {
+			if sp.Name() == attrkey.MegatronTrainStep {
 				assert.True(t, sp.ParentSpanID().IsEmpty(), "a step is a root in step scope")
 			}
 		}
@@ -204,8 +207,8 @@ func TestMetricTemplate(t *testing.T) {
 			}
 		}
 	}
-	assert.Len(t, names, metricsPerStep)
-	assert.True(t, names["megatron.training.step_duration_ms"])
+	assert.Len(t, names, lensfixture.MetricsPerStep)
+	assert.True(t, names[lensfixture.StepDurationMetric])
 	assert.Equal(t, pcommon.Timestamp(ref+shift), last)
 }
 
@@ -217,7 +220,7 @@ func TestLogTemplate(t *testing.T) {
 	ld := req.Logs()
 	require.Equal(t, 3, ld.LogRecordCount())
 	for s, lr := range ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().All() {
-		it, _ := lr.Attributes().Get("megatron.iteration")
+		it, _ := lr.Attributes().Get(attrkey.MegatronIteration)
 		assert.Equal(t, int64(123456+s), it.Int())
 		assert.True(t, strings.HasPrefix(lr.Body().Str(), " iteration   12345"+string(rune('6'+s))+"/"), lr.Body().Str())
 		assert.Equal(t, plog.SeverityNumberInfo, lr.SeverityNumber())
@@ -269,16 +272,16 @@ func spanMs(t *testing.T, templates []*template, rank int, name string) float64 
 func TestStragglersSynchronous(t *testing.T) {
 	_, j := testJob(t, "-ranks", "4", "-stragglers", "2", "-straggle-factor", "3", "-batch", "20", "-step-duration", "100ms")
 	templates := buildAll(t, j)
-	step := spanMs(t, templates, 0, "megatron.train_step")
+	step := spanMs(t, templates, 0, attrkey.MegatronTrainStep)
 	assert.InDelta(t, 100, step, 5.1)
 	for rank, slow := range []bool{true, false, true, false} {
-		assert.InDelta(t, step, spanMs(t, templates, rank, "megatron.train_step"), 1e-6, "rank %d: steps end together", rank)
+		assert.InDelta(t, step, spanMs(t, templates, rank, attrkey.MegatronTrainStep), 1e-6, "rank %d: steps end together", rank)
 		compute, wait := 0.7*step, 0.1*step
 		if !slow {
 			compute, wait = compute/3, wait+compute-compute/3
 		}
-		assert.InDelta(t, compute, spanMs(t, templates, rank, "megatron.forward_backward"), 1e-3, "rank %d", rank)
-		assert.InDelta(t, wait, spanMs(t, templates, rank, "megatron.grad_sync.finish"), 1e-3, "rank %d", rank)
+		assert.InDelta(t, compute, spanMs(t, templates, rank, lensfixture.ForwardBackward), 1e-3, "rank %d", rank)
+		assert.InDelta(t, wait, spanMs(t, templates, rank, lensfixture.GradSyncFinish), 1e-3, "rank %d", rank)
 	}
 }
 
@@ -292,6 +295,6 @@ func TestStragglersUnsynchronised(t *testing.T) {
 		if slow {
 			want = 300
 		}
-		assert.InDelta(t, want, spanMs(t, templates, rank, "megatron.train_step"), want*0.051, "rank %d", rank)
+		assert.InDelta(t, want, spanMs(t, templates, rank, attrkey.MegatronTrainStep), want*0.051, "rank %d", rank)
 	}
 }

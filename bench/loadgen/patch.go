@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 )
 
 // A template is one pre-marshaled OTLP export request plus the places in its
@@ -171,7 +173,7 @@ func (f *patchFinder) id(start, end int, trace bool) {
 	}
 }
 
-var iterationKey = []byte("megatron.iteration")
+var iterationKey = []byte(attrkey.MegatronIteration)
 
 // attribute records the megatron.iteration value of a KeyValue as an iteration patch.
 func (f *patchFinder) attribute(start, end int) error {

@@ -10,7 +10,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 const (
@@ -19,42 +21,17 @@ const (
 )
 
 // benchBatch is one iteration of a 1000-rank job, one resource per rank:
-// per rank 1 step span and 30 children, 2 of them wait spans (the
-// gradient sync start and finish), shaped like Megatron-LM's per_step
-// spans with 4 microbatches.
+// per rank a step span and its children, lensfixture.SpansPerStep(4, false)
+// in all, 2 of them wait spans (the gradient sync start and finish), shaped
+// like Megatron-LM's per_step spans with 4 microbatches.
 func benchBatch() ptrace.Traces {
-	td := ptrace.NewTraces()
-	var ids uint64
-	for r := range int64(benchRanks) {
-		rs := td.ResourceSpans().AppendEmpty()
-		rank{run: "bench", rank: r, worldSize: benchRanks, perNode: 8}.resource(rs)
-		w := spanWriter{ss: rs.ScopeSpans().AppendEmpty().Spans(), next: &ids}
-		var trace pcommon.TraceID
-		trace[0] = 1
-		s := t0
-		at := func(ms int) time.Time { return s.Add(time.Duration(ms) * time.Millisecond) }
-		_, fb := w.span(trace, pcommon.SpanID{}, "megatron.forward_backward", at(0), at(400))
-		for mb := range 4 {
-			base := mb * 100
-			fwd, fid := w.span(trace, fb, "megatron.microbatch.forward", at(base), at(base+40))
-			fwd.Attributes().PutInt("megatron.microbatch_id", int64(mb))
-			w.span(trace, fid, "megatron.layer.self_attention", at(base), at(base+20))
-			w.span(trace, fid, "megatron.layer.mlp", at(base+20), at(base+40))
-			bwd, bid := w.span(trace, fb, "megatron.microbatch.backward", at(base+40), at(base+100))
-			bwd.Attributes().PutInt("megatron.microbatch_id", int64(mb))
-			w.span(trace, bid, "megatron.layer.self_attention", at(base+40), at(base+60))
-			w.span(trace, bid, "megatron.layer.mlp", at(base+60), at(base+100))
-		}
-		w.span(trace, fb, "megatron.p2p.send_forward", at(390), at(395))
-		w.span(trace, pcommon.SpanID{}, "megatron.get_batch", at(0), at(2))
-		w.span(trace, pcommon.SpanID{}, "megatron.grad_sync.start", at(400), at(440))
-		w.span(trace, pcommon.SpanID{}, "megatron.grad_sync.finish", at(440), at(460))
-		w.span(trace, pcommon.SpanID{}, "megatron.optimizer_step", at(460), at(500))
-		step, _ := w.span(trace, pcommon.SpanID{}, "megatron.train_step", at(0), at(500))
-		step.Attributes().PutInt("megatron.iteration", 0)
-		step.Attributes().PutDouble("megatron.loss", 2.5)
+	run := lensfixture.Run{
+		Ranks:  lensfixture.Fleet(lensfixture.Rank{Run: "bench", WorldSize: benchRanks}),
+		Shape:  ownRoot,
+		Period: benchStepPeriod,
+		Step:   lensfixture.Step{Compute: 400 * time.Millisecond, GradSync: 60 * time.Millisecond, Optimizer: 40 * time.Millisecond, MicroBatches: 4},
 	}
-	return td
+	return run.Iteration(0)
 }
 
 // nextIteration moves the batch one step later, as the ranks' next step.
@@ -67,8 +44,8 @@ func nextIteration(td ptrace.Traces, iteration int64) {
 			s := spans.At(j)
 			s.SetStartTimestamp(s.StartTimestamp() + shift)
 			s.SetEndTimestamp(s.EndTimestamp() + shift)
-			if s.Name() == "megatron.train_step" {
-				s.Attributes().PutInt("megatron.iteration", iteration)
+			if _, ok := s.Attributes().Get(attrkey.MegatronIteration); ok { // the step span
+				s.Attributes().PutInt(attrkey.MegatronIteration, iteration)
 			}
 		}
 	}

@@ -2,10 +2,7 @@ package nemostepsconnector
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -15,7 +12,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
 // harness runs the connector on a fake clock and captures what it sends.
@@ -139,103 +140,35 @@ func named(points []point, name string) []point {
 	return out
 }
 
-// rank describes one training process, shaped like a NeMo Lens rank.
-type rank struct {
-	run       string
-	rank      int64
-	worldSize int64
-	perNode   int64
-}
-
-func (r rank) resource(rs ptrace.ResourceSpans) {
-	a := rs.Resource().Attributes()
-	a.PutStr("service.name", "megatron")
-	a.PutStr("service.instance.id", fmt.Sprintf("%s-rank%d", r.run, r.rank))
-	a.PutStr("nemo.run.id", r.run)
-	a.PutInt("nv.dl.rank", r.rank)
-	a.PutInt("nv.dl.world_size", r.worldSize)
-	a.PutInt("nv.dl.local_rank", r.rank%r.perNode)
-	a.PutStr("host.name", fmt.Sprintf("node-%d", r.rank/r.perNode))
-	a.PutInt("process.pid", 4000+r.rank)
-}
-
-// stepShape is how a rank's step sits in its trace.
-type stepShape int
-
-const (
-	childOfJob stepShape = iota // under a run-long megatron.pretrain span
-	ownRoot                     // the step span is its own trace root
+// inJob and ownRoot are the shapes of the tests that need only one: steps
+// named megatron.train_step under the run-long job span, or each its own
+// trace root.
+var (
+	inJob   = lensfixture.Shape{StepName: attrkey.MegatronTrainStep}
+	ownRoot = lensfixture.Shape{StepName: attrkey.MegatronTrainStep, StepsAreRoots: true}
 )
 
-// stepTimes is one rank's step in a synchronous job: it computes for
-// compute, waits in the gradient sync until the slowest rank is done and
-// the sync took sync, then runs the optimizer.
-type stepTimes struct {
-	start                           time.Time
-	compute, slowest, sync, optimum time.Duration
+// waitSpans counts the spans of td that the default wait_spans match: the
+// spans a rank's busy time leaves out.
+func waitSpans(t *testing.T, td ptrace.Traces) int {
+	t.Helper()
+	waits, err := stepbusy.ParsePatterns(createDefaultConfig().(*Config).WaitSpans)
+	require.NoError(t, err)
+	n := 0
+	for _, s := range pdatautil.Spans(td) {
+		if waits.Match(s.Name()) {
+			n++
+		}
+	}
+	return n
 }
 
-func (s stepTimes) duration() time.Duration { return s.slowest + s.sync + s.optimum }
-
-// busy is what the connector must measure: compute plus optimizer.
-func (s stepTimes) busy() time.Duration { return s.compute + s.optimum }
-
-// spanWriter appends spans to a scope, with ids unique within the test.
-type spanWriter struct {
-	ss   ptrace.SpanSlice
-	next *uint64
-}
-
-func (w spanWriter) span(trace pcommon.TraceID, parent pcommon.SpanID, name string, start, end time.Time) (ptrace.Span, pcommon.SpanID) {
-	*w.next++
-	var id pcommon.SpanID
-	binary.BigEndian.PutUint64(id[:], *w.next)
-	s := w.ss.AppendEmpty()
-	s.SetTraceID(trace)
-	s.SetSpanID(id)
-	s.SetParentSpanID(parent)
-	s.SetName(name)
-	s.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
-	s.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
-	return s, id
-}
-
-// appendStep writes one rank's step subtree in export order (children
-// end first): forward_backward with microbatches, the gradient sync wait,
-// the optimizer, a send (not a wait), then the step span. withStep false
-// leaves the step span out, for a later batch (stepSpanOnly).
-func appendStep(ss ptrace.SpanSlice, ids *uint64, stepName string, shape stepShape, iteration int64, st stepTimes, withChildren, withStep bool) {
-	w := spanWriter{ss: ss, next: ids}
-	var trace pcommon.TraceID
-	binary.BigEndian.PutUint64(trace[:8], 0xabc)
-	binary.BigEndian.PutUint64(trace[8:], uint64(iteration)) // a trace per step when its own root
-	var job pcommon.SpanID
-	if shape == childOfJob {
-		binary.BigEndian.PutUint64(trace[8:], 1) // one trace for the run
-		binary.BigEndian.PutUint64(job[:], 1)    // the job span, exported at the end of the run
+// resourceValue is what rank sends as resource attribute key, nil if none.
+func resourceValue(rank lensfixture.Rank, key string) any {
+	for _, kv := range rank.Attributes() {
+		if kv.Key == key {
+			return kv.Value
+		}
 	}
-	*ids++
-	var stepID pcommon.SpanID
-	binary.BigEndian.PutUint64(stepID[:], *ids)
-	s := st.start
-	if withChildren {
-		_, fb := w.span(trace, stepID, "megatron.forward_backward", s, s.Add(st.compute))
-		half := st.compute / 2
-		w.span(trace, fb, "megatron.microbatch.forward", s, s.Add(half))
-		w.span(trace, fb, "megatron.microbatch.backward", s.Add(half), s.Add(st.compute))
-		w.span(trace, fb, "megatron.p2p.send_forward", s.Add(half), s.Add(half))
-		w.span(trace, stepID, "megatron.grad_sync.start", s.Add(st.compute), s.Add(st.slowest+st.sync))
-		w.span(trace, stepID, "megatron.optimizer_step", s.Add(st.slowest+st.sync), s.Add(st.duration()))
-	}
-	if withStep {
-		sp := ss.AppendEmpty()
-		sp.SetTraceID(trace)
-		sp.SetSpanID(stepID)
-		sp.SetParentSpanID(job)
-		sp.SetName(stepName)
-		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(s))
-		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(s.Add(st.duration())))
-		sp.Attributes().PutInt("megatron.iteration", iteration)
-		sp.Attributes().PutDouble("megatron.loss", 2.5)
-	}
+	return nil
 }

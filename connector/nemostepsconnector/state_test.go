@@ -1,6 +1,7 @@
 package nemostepsconnector
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
@@ -35,28 +37,26 @@ func TestGenerationsBoundEntries(t *testing.T) {
 func TestLabelsFollowTheResource(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	id := newIdentity(cfg)
+	rank := lensfixture.Rank{Run: "run-a", Rank: 9}
 	attrs := pcommon.NewMap()
-	attrs.PutStr("service.name", "megatron")
-	attrs.PutStr("nemo.run.id", "run-a")
-	attrs.PutInt("nv.dl.rank", 9)
-	attrs.PutStr("nv.dl.local_rank", "1")
-	attrs.PutStr("host.name", "node-1")
-	attrs.PutInt("process.pid", 77)
+	rank.PutResource(attrs)
+	attrs.PutStr("nv.dl.local_rank", strconv.FormatInt(rank.LocalRank(), 10)) // a string beside the int rank
 
 	l := id.labelsFor(nil, attrs, 9)
-	assert.Equal(t, "megatron", l.service)
+	assert.Equal(t, resourceValue(rank, "service.name"), l.service)
 	assert.Equal(t, []label{{key: "nemo.run.id", str: "run-a"}}, l.group)
-	assert.Equal(t, []label{{key: "nv.dl.rank", num: 9, isNum: true}, {key: "host.name", str: "node-1"}, {key: "nv.dl.local_rank", num: 1, isNum: true}}, l.node,
+	assert.Equal(t, []label{{key: "nv.dl.rank", num: 9, isNum: true}, {key: "host.name", str: rank.Host()}, {key: "nv.dl.local_rank", num: rank.LocalRank(), isNum: true}}, l.node,
 		"local rank as an int, whatever its type on the resource")
 	assert.Same(t, l, id.labelsFor(l, attrs, 9), "unchanged: reused")
 
-	attrs.PutInt("process.pid", 78)
+	attrs.PutInt("process.pid", resourceValue(rank, "process.pid").(int64)+1)
 	assert.Same(t, l, id.labelsFor(l, attrs, 9), "a restart with a new pid is the same series")
 
-	attrs.PutStr("host.name", "node-7")
+	elsewhere := lensfixture.Rank{Rank: 7 * lensfixture.GPUsPerNode}.Host()
+	attrs.PutStr("host.name", elsewhere)
 	moved := id.labelsFor(l, attrs, 9)
 	assert.NotSame(t, l, moved, "restarted on another node")
-	assert.Equal(t, "node-7", moved.node[1].str)
+	assert.Equal(t, elsewhere, moved.node[1].str)
 
 	attrs.PutStr("rl.worker_group", "policy")
 	grouped := id.labelsFor(moved, attrs, 9)
@@ -91,15 +91,17 @@ func TestPendingWaitsAreBounded(t *testing.T) {
 func TestWaitWhoseStepNeverComesExpires(t *testing.T) {
 	h := newHarness(t, nil)
 	job := syncJob{run: "run-x", world: 1}
-	h.consume(job.batch("megatron.train_step", ownRoot, 1, true, false, 0)) // children only
+	children := job.batch(ownRoot, 1, lensfixture.StepChildren, 0)
+	expired := waitSpans(t, children)
+	h.consume(children)
 	h.clk.Advance(11 * time.Second)
-	h.consume(job.batch("megatron.train_step", ownRoot, 2, true, true, 0))
+	h.consume(job.batch(ownRoot, 2, lensfixture.WholeStep, 0))
 	h.clk.Advance(time.Second)
 	busy := named(h.points(), "nemo.step.busy_time")
 	require.Len(t, busy, 1)
-	assert.Equal(t, ns(job.times(0, 2).busy()), busy[0].value)
+	assert.Equal(t, ns(job.step(0, 2).Busy()), busy[0].value)
 	metadatatest.AssertEqualConnectorNemoStepsSpansSkipped(t, h.tel, []metricdata.DataPoint[int64]{
-		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "pending_expired"))},
+		{Value: int64(expired), Attributes: attribute.NewSet(attribute.String("reason", "pending_expired"))},
 	}, metricdatatest.IgnoreTimestamp())
 }
 

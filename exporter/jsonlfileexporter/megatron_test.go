@@ -1,7 +1,6 @@
 package jsonlfileexporter
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -9,229 +8,160 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
-// Batches shaped like what a Megatron-LM job sends through NeMo Lens: one
-// resource per rank with the resource attributes a rank sets, spans of the
-// train step tree with ~20 attributes each, the training metrics and logs.
+// Batches shaped like what a Megatron-LM job sends through NeMo Lens
+// (internal/lensfixture): one resource per rank, the spans of its train
+// steps, its training metrics and logs. On top of the fixture, every span,
+// data point and log record carries the attributes Megatron-LM adds (~20 per
+// span), so that the records are as large as real ones: the benchmarks
+// count records per second.
 
-var megatronSpanNames = []string{
-	"megatron.train_step",
-	"megatron.forward_backward",
-	"megatron.microbatch.forward",
-	"megatron.microbatch.backward",
-	"megatron.layer.forward",
-	"megatron.layer.self_attention",
-	"megatron.layer.mlp",
-	"megatron.p2p.recv_forward",
-	"megatron.p2p.send_forward",
-	"megatron.grad_sync.start",
-	"megatron.grad_sync.finish",
-	"megatron.optimizer_step",
+// megatronRank is rank of a worldSize-rank job on SLURM: the fixture's
+// identity plus W&B, SLURM and topology attributes.
+func megatronRank(rank, worldSize int) lensfixture.Rank {
+	kv := func(k string, v any) lensfixture.KeyValue { return lensfixture.KeyValue{Key: k, Value: v} }
+	return lensfixture.Rank{
+		Run: "run-8f3a2c", Rank: int64(rank), WorldSize: int64(worldSize), ServiceName: "megatron",
+		Extra: []lensfixture.KeyValue{
+			kv("wandb.entity", "nvidia-research"), kv("wandb.project", "gpt3-8b-pretrain"), kv("deployment.environment", "prod"),
+			kv("dl.tensor_parallel.size", int64(2)), kv("dl.pipeline_parallel.size", int64(2)), kv("dl.data_parallel.size", int64(worldSize/4)),
+			kv("slurm.job.id", "4242424"), kv("slurm.job.name", "gpt3-8b"), kv("slurm.nodelist", "node[001-008]"),
+			kv("host.gpu.count", int64(8)),
+		},
+	}
 }
 
-var megatronStart = pcommon.NewTimestampFromTime(time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC))
-
-func putRankResource(r pcommon.Resource, runID string, rank, worldSize int) {
-	a := r.Attributes()
-	a.PutStr("service.name", "megatron")
-	a.PutStr("service.instance.id", fmt.Sprintf("%s-rank%d", runID, rank))
-	a.PutStr("nemo.run.id", runID)
-	a.PutStr("wandb.entity", "nvidia-research")
-	a.PutStr("wandb.project", "gpt3-8b-pretrain")
-	a.PutStr("deployment.environment", "prod")
-	a.PutInt("nv.dl.rank", int64(rank))
-	a.PutInt("nv.dl.world_size", int64(worldSize))
-	a.PutInt("nv.dl.local_rank", int64(rank%8))
-	a.PutInt("dl.tensor_parallel.size", 2)
-	a.PutInt("dl.pipeline_parallel.size", 2)
-	a.PutInt("dl.data_parallel.size", int64(worldSize/4))
-	a.PutStr("slurm.job.id", "4242424")
-	a.PutStr("slurm.job.name", "gpt3-8b")
-	a.PutStr("slurm.nodelist", "node[001-008]")
-	a.PutStr("host.name", fmt.Sprintf("node%03d", rank/8+1))
-	a.PutInt("process.pid", int64(10000+rank))
-	a.PutInt("host.gpu.count", 8)
+// megatronRun is a synchronous job of ranks ranks; with pipeline
+// parallelism, every step starts with a receive from the previous stage.
+func megatronRun(ranks int) lensfixture.Run {
+	step := lensfixture.DefaultStep
+	step.RecvWait = 5 * time.Millisecond
+	run := lensfixture.Run{Step: step}
+	for r := range ranks {
+		run.Ranks = append(run.Ranks, megatronRank(r, ranks))
+	}
+	return run
 }
 
-func idFor(seed uint64, n int) []byte {
-	b := make([]byte, 16)
-	binary.BigEndian.PutUint64(b, seed*0x9e3779b97f4a7c15+1)
-	binary.BigEndian.PutUint64(b[8:], uint64(n)*0xbf58476d1ce4e5b9+seed)
-	return b
-}
-
-// megatronTraces returns ranks resources with spansPerRank spans each.
+// megatronTraces returns ranks resources with spansPerRank spans each: the
+// rank's steps from iteration 0, cut after spansPerRank spans as a rank's
+// BatchSpanProcessor cuts its exports, wherever a step is.
 func megatronTraces(ranks, spansPerRank int) ptrace.Traces {
+	run := megatronRun(ranks)
 	td := ptrace.NewTraces()
-	for rank := range ranks {
-		rs := td.ResourceSpans().AppendEmpty()
-		putRankResource(rs.Resource(), "run-8f3a2c", rank, ranks)
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName("nemo_lens.megatron")
-		ss.Scope().SetVersion("0.4.1")
-		var traceID pcommon.TraceID
-		copy(traceID[:], idFor(1, 0))
-		var stepSpanID pcommon.SpanID
-		for i := range spansPerRank {
-			s := ss.Spans().AppendEmpty()
-			name := megatronSpanNames[i%len(megatronSpanNames)]
-			s.SetName(name)
-			s.SetTraceID(traceID)
-			var sid pcommon.SpanID
-			copy(sid[:], idFor(uint64(rank)+2, i)[:8])
-			s.SetSpanID(sid)
-			iteration := int64(i / len(megatronSpanNames))
-			if i%len(megatronSpanNames) == 0 {
-				stepSpanID = sid
-				var root pcommon.SpanID
-				copy(root[:], idFor(uint64(rank)+2, -1)[:8])
-				s.SetParentSpanID(root)
-			} else {
-				s.SetParentSpanID(stepSpanID)
-			}
-			s.SetKind(ptrace.SpanKindInternal)
-			start := megatronStart + pcommon.Timestamp(i)*pcommon.Timestamp(time.Millisecond)
-			s.SetStartTimestamp(start)
-			s.SetEndTimestamp(start + pcommon.Timestamp(850*time.Microsecond))
-			s.Status().SetCode(ptrace.StatusCodeOk)
-			a := s.Attributes()
-			a.PutInt("megatron.iteration", iteration)
-			a.PutDouble("megatron.loss", 2.5-float64(iteration)*0.001)
-			a.PutDouble("megatron.grad_norm", 1.25)
-			a.PutInt("megatron.num_microbatches", 8)
-			a.PutInt("megatron.microbatch_id", int64(i%8))
-			a.PutBool("megatron.update_successful", true)
-			a.PutInt("dl.pipeline_parallel.rank", int64(rank%2))
-			a.PutInt("dl.tensor_parallel.rank", int64(rank%2))
-			a.PutInt("dl.data_parallel.rank", int64(rank/4))
-			a.PutDouble("megatron.learning_rate", 0.00015)
-			a.PutInt("megatron.global_batch_size", 1024)
-			a.PutInt("megatron.micro_batch_size", 4)
-			a.PutInt("megatron.seq_length", 4096)
-			a.PutInt("megatron.tokens", 4194304)
-			a.PutStr("megatron.model", "gpt3-8b")
-			a.PutStr("megatron.phase", "train")
-			a.PutInt("megatron.layer", int64(i%32))
-			a.PutDouble("megatron.loss_scale", 65536)
-			a.PutBool("megatron.skipped", false)
-			a.PutStr("cuda.device", fmt.Sprintf("cuda:%d", rank%8))
+	for _, rank := range run.Ranks {
+		spans := lensfixture.AppendResource(td, rank)
+		run.AppendSpans(spans, rank, spansPerRank)
+		for i := range spans.Len() {
+			putSpanAttributes(spans.At(i), rank.Rank, i)
 		}
 	}
 	return td
 }
 
-var megatronGauges = []string{
-	"megatron.training.loss",
-	"megatron.training.throughput_tflops",
-	"megatron.training.tokens_per_sec",
-	"megatron.training.grad_norm",
-	"megatron.training.learning_rate",
-	"megatron.training.memory_allocated_gb",
+// putSpanAttributes gives the i-th span of rank the 20 attributes Megatron-LM
+// spans carry; the fixture set megatron.iteration on step spans only.
+func putSpanAttributes(s ptrace.Span, rank int64, i int) {
+	iteration := lensfixture.ParseSpanID(s.SpanID()).Iteration
+	s.Status().SetCode(ptrace.StatusCodeOk)
+	a := s.Attributes()
+	a.PutInt(attrkey.MegatronIteration, iteration)
+	a.PutDouble("megatron.loss", lensfixture.Loss(iteration))
+	a.PutDouble("megatron.grad_norm", 1.25)
+	a.PutInt("megatron.num_microbatches", 8)
+	a.PutInt("megatron.microbatch_id", int64(i%8))
+	a.PutBool("megatron.update_successful", true)
+	a.PutInt("dl.pipeline_parallel.rank", rank%2)
+	a.PutInt("dl.tensor_parallel.rank", rank%2)
+	a.PutInt("dl.data_parallel.rank", rank/4)
+	a.PutDouble("megatron.learning_rate", 0.00015)
+	a.PutInt("megatron.global_batch_size", 1024)
+	a.PutInt("megatron.micro_batch_size", 4)
+	a.PutInt("megatron.seq_length", 4096)
+	a.PutInt("megatron.tokens", 4194304)
+	a.PutStr("megatron.model", "gpt3-8b")
+	a.PutStr("megatron.phase", "train")
+	a.PutInt("megatron.layer", int64(i%32))
+	a.PutDouble("megatron.loss_scale", 65536)
+	a.PutBool("megatron.skipped", false)
+	a.PutStr("cuda.device", fmt.Sprintf("cuda:%d", rank%8))
 }
 
 // megatronMetrics returns ranks resources with pointsPerRank data points
-// each: the training gauges, the step duration histogram and the skipped
-// iterations counter.
+// each: the training metrics of the rank's steps from iteration 0, cut
+// after pointsPerRank points.
 func megatronMetrics(ranks, pointsPerRank int) pmetric.Metrics {
+	run := megatronRun(ranks)
 	md := pmetric.NewMetrics()
-	for rank := range ranks {
+	for _, rank := range run.Ranks {
 		rm := md.ResourceMetrics().AppendEmpty()
-		putRankResource(rm.Resource(), "run-8f3a2c", rank, ranks)
+		rank.PutResource(rm.Resource().Attributes())
 		sm := rm.ScopeMetrics().AppendEmpty()
-		sm.Scope().SetName("nemo_lens.megatron")
-		sm.Scope().SetVersion("0.4.1")
-		kinds := len(megatronGauges) + 2
-		for k := range kinds {
-			m := sm.Metrics().AppendEmpty()
-			n := pointsPerRank / kinds
-			if k < pointsPerRank%kinds {
-				n++
-			}
-			switch {
-			case k < len(megatronGauges):
-				m.SetName(megatronGauges[k])
-				m.SetUnit("1")
-				dps := m.SetEmptyGauge().DataPoints()
-				for i := range n {
-					dp := dps.AppendEmpty()
-					putPointHead(dp.Attributes(), i)
-					dp.SetTimestamp(megatronStart + pcommon.Timestamp(i)*pcommon.Timestamp(time.Second))
-					dp.SetDoubleValue(2.5 - float64(i)*0.01)
-				}
-			case k == len(megatronGauges):
-				m.SetName("megatron.training.step_duration_ms")
-				m.SetUnit("ms")
-				h := m.SetEmptyHistogram()
-				h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-				for i := range n {
-					dp := h.DataPoints().AppendEmpty()
-					putPointHead(dp.Attributes(), i)
-					dp.SetStartTimestamp(megatronStart + pcommon.Timestamp(i)*pcommon.Timestamp(time.Second))
-					dp.SetTimestamp(megatronStart + pcommon.Timestamp(i+1)*pcommon.Timestamp(time.Second))
-					dp.SetCount(10)
-					dp.SetSum(8500.5)
-					dp.SetMin(801.25)
-					dp.SetMax(902.75)
-					dp.BucketCounts().FromRaw([]uint64{0, 0, 1, 6, 3, 0})
-					dp.ExplicitBounds().FromRaw([]float64{100, 250, 500, 850, 1000})
-				}
-			default:
-				m.SetName("megatron.training.skipped_iters")
-				m.SetUnit("{iterations}")
-				s := m.SetEmptySum()
-				s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-				s.SetIsMonotonic(true)
-				for i := range n {
-					dp := s.DataPoints().AppendEmpty()
-					putPointHead(dp.Attributes(), i)
-					dp.SetStartTimestamp(megatronStart)
-					dp.SetTimestamp(megatronStart + pcommon.Timestamp(i)*pcommon.Timestamp(time.Second))
-					dp.SetIntValue(int64(i / 50))
-				}
+		sm.Scope().SetName(lensfixture.ScopeName)
+		metrics := sm.Metrics()
+		for it := int64(0); metrics.Len() < pointsPerRank; it++ {
+			from := metrics.Len()
+			run.AppendMetrics(metrics, rank, it)
+			for i := from; i < metrics.Len(); i++ {
+				putPointHead(pointAttributes(metrics.At(i)), it)
 			}
 		}
+		// Every metric of the fixture holds one point.
+		n := 0
+		metrics.RemoveIf(func(pmetric.Metric) bool { n++; return n > pointsPerRank })
 	}
 	return md
 }
 
-func putPointHead(a pcommon.Map, i int) {
-	a.PutInt("megatron.iteration", int64(i*10))
+// pointAttributes are the attributes of a fixture metric's one data point.
+func pointAttributes(m pmetric.Metric) pcommon.Map {
+	switch m.Type() {
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().DataPoints().At(0).Attributes()
+	case pmetric.MetricTypeSum:
+		return m.Sum().DataPoints().At(0).Attributes()
+	default:
+		return m.Gauge().DataPoints().At(0).Attributes()
+	}
+}
+
+func putPointHead(a pcommon.Map, iteration int64) {
+	a.PutInt(attrkey.MegatronIteration, iteration)
 	a.PutStr("megatron.phase", "train")
 	a.PutInt("dl.pipeline_parallel.rank", 0)
 }
 
-// megatronLogs returns ranks resources with recordsPerRank log records each.
+// megatronLogs returns ranks resources with recordsPerRank log records
+// each: the training_log line of the rank's steps from iteration 0, each
+// tied to its step span.
 func megatronLogs(ranks, recordsPerRank int) plog.Logs {
+	run := megatronRun(ranks)
 	ld := plog.NewLogs()
-	for rank := range ranks {
+	for _, rank := range run.Ranks {
 		rl := ld.ResourceLogs().AppendEmpty()
-		putRankResource(rl.Resource(), "run-8f3a2c", rank, ranks)
+		rank.PutResource(rl.Resource().Attributes())
 		sl := rl.ScopeLogs().AppendEmpty()
 		sl.Scope().SetName("megatron.training")
-		for i := range recordsPerRank {
-			lr := sl.LogRecords().AppendEmpty()
-			ts := megatronStart + pcommon.Timestamp(i)*pcommon.Timestamp(time.Millisecond)
-			lr.SetTimestamp(ts)
-			lr.SetObservedTimestamp(ts + 1000)
-			lr.SetSeverityNumber(plog.SeverityNumberInfo)
-			lr.SetSeverityText("INFO")
-			lr.Body().SetStr(fmt.Sprintf(" iteration %8d/  500000 | consumed samples: %12d | elapsed time per iteration (ms): 850.5 | learning rate: 1.500000E-04 | lm loss: 2.512345E+00 | loss scale: 65536.0 | grad norm: 1.250 |", i, i*1024))
+		for it := range int64(recordsPerRank) {
+			ms := float64(run.StepOf(rank.Rank, it).Duration()) / float64(time.Millisecond)
+			body := fmt.Sprintf(" iteration %8d/  500000 | consumed samples: %12d | elapsed time per iteration (ms): %.1f | learning rate: 1.500000E-04 | lm loss: %E | loss scale: 65536.0 | grad norm: 1.250 |",
+				it, it*1024, ms, lensfixture.Loss(it))
+			lr := run.AppendLog(sl.LogRecords(), rank, it, plog.SeverityNumberInfo, body)
+			lr.SetObservedTimestamp(lr.Timestamp() + 1000)
+			lr.SetTraceID(run.TraceID(rank, it))
+			lr.SetSpanID(lensfixture.SpanID(lensfixture.KindStep, rank.Rank, it, 0))
 			a := lr.Attributes()
-			a.PutInt("megatron.iteration", int64(i))
 			a.PutStr("code.function", "training_log")
 			a.PutStr("code.filepath", "megatron/training/training.py")
 			a.PutInt("code.lineno", 1234)
 			a.PutStr("logger.name", "megatron.training")
 			a.PutInt("thread.id", 140234)
-			a.PutDouble("megatron.loss", 2.512345)
+			a.PutDouble("megatron.loss", lensfixture.Loss(it))
 			a.PutBool("megatron.update_successful", true)
-			var tid pcommon.TraceID
-			copy(tid[:], idFor(1, 0))
-			lr.SetTraceID(tid)
-			var sid pcommon.SpanID
-			copy(sid[:], idFor(uint64(rank)+2, i)[:8])
-			lr.SetSpanID(sid)
 		}
 	}
 	return ld

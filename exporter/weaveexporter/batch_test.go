@@ -8,7 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 // mixedBatch has resources with several scopes, empty scopes, an empty
@@ -16,9 +20,11 @@ import (
 func mixedBatch() ptrace.Traces {
 	b := newTraceBuilder()
 	for r := range 4 {
-		attrs := project("acme", "llm")
-		attrs["dl.rank"] = int64(r)
-		rs := b.resource(attrs, fmt.Sprintf("r%d", r), r*3)
+		attrs := pcommon.NewMap()
+		lensfixture.Rank{Rank: int64(r), LegacyKeys: true, ServiceName: "megatron", Extra: []lensfixture.KeyValue{
+			{Key: attrkey.WandbEntity, Value: "acme"}, {Key: attrkey.WandbProject, Value: "llm"},
+		}}.PutResource(attrs)
+		rs := b.resource(attrs.AsRaw(), fmt.Sprintf("r%d", r), r*3)
 		rs.ScopeSpans().AppendEmpty().Scope().SetName("empty")
 		ss := rs.ScopeSpans().AppendEmpty()
 		ss.Scope().SetName("megatron.core")

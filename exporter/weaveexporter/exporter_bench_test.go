@@ -17,9 +17,10 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 )
 
@@ -53,76 +54,71 @@ var benchShapes = []benchShape{
 	{name: "span_conflicts_10pct", projects: 1, spanConflictEvery: 10},
 }
 
+// benchRank is rank r as the job of shape s sends it: the fixture's
+// identity (dl.* keys) plus the shape's W&B and SLURM attributes.
+func benchRank(s benchShape, r int) lensfixture.Rank {
+	kv := func(k string, v any) lensfixture.KeyValue { return lensfixture.KeyValue{Key: k, Value: v} }
+	rank := lensfixture.Rank{Rank: int64(r), WorldSize: benchRanks, LegacyKeys: true, ServiceName: "megatron",
+		Extra: []lensfixture.KeyValue{kv("deployment.environment", "prod")}}
+	if s.linkRuns {
+		rank.Run = "7f3a9c1e2b4d"
+	}
+	if s.slurm {
+		rank.Extra = append(rank.Extra, kv("slurm.job.id", "123456"), kv("slurm.job.id.raw", "123456"),
+			kv("slurm.job.name", "llama-pretrain"), kv("slurm.partition", "batch"))
+	}
+	if s.noProjectEvery == 0 || r%s.noProjectEvery != 0 {
+		rank.Extra = append(rank.Extra, kv(attrkey.WandbEntity, "acme"), kv(attrkey.WandbProject, fmt.Sprintf("llm-%d", r%s.projects)))
+	}
+	return rank
+}
+
+// benchTraces is every rank's export of benchSpansPerRank spans: its steps
+// from iteration 0, cut where the BatchSpanProcessor cuts, with the
+// attributes Megatron-LM puts on each span.
 func benchTraces(s benchShape) ptrace.Traces {
-	td := ptrace.NewTraces()
+	var run lensfixture.Run
 	for r := range benchRanks {
-		rs := td.ResourceSpans().AppendEmpty()
-		a := rs.Resource().Attributes()
-		a.PutStr("service.name", "megatron")
-		a.PutStr("service.instance.id", fmt.Sprintf("run-7f3a-rank%d", r))
-		a.PutStr("host.name", fmt.Sprintf("dgx-%03d", r/8))
-		a.PutInt("dl.rank", int64(r))
-		a.PutInt("dl.world_size", benchRanks)
-		a.PutInt("dl.local_rank", int64(r%8))
-		a.PutStr("deployment.environment", "prod")
-		if s.linkRuns {
-			a.PutStr("nemo.run.id", "7f3a9c1e2b4d")
-		}
-		if s.slurm {
-			a.PutStr("slurm.job.id", "123456")
-			a.PutStr("slurm.job.id.raw", "123456")
-			a.PutStr("slurm.job.name", "llama-pretrain")
-			a.PutStr("slurm.partition", "batch")
-		}
-		if s.noProjectEvery == 0 || r%s.noProjectEvery != 0 {
-			a.PutStr("wandb.entity", "acme")
-			a.PutStr("wandb.project", fmt.Sprintf("llm-%d", r%s.projects))
-		}
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName("nemo_lens")
-		ss.Scope().SetVersion("0.4.0")
-		start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-		for i := range benchSpansPerRank {
-			sp := ss.Spans().AppendEmpty()
-			sp.SetTraceID(pcommon.TraceID{0x7f, 0x3a, byte(r), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
-			sp.SetSpanID(pcommon.SpanID{byte(r), byte(i >> 8), byte(i), 1, 2, 3, 4, 5})
-			sp.SetParentSpanID(pcommon.SpanID{byte(r), 0, 0, 9, 9, 9, 9, 9})
-			sp.SetKind(ptrace.SpanKindInternal)
-			t0 := start.Add(time.Duration(i) * 350 * time.Millisecond)
-			sp.SetStartTimestamp(pcommon.NewTimestampFromTime(t0))
-			sp.SetEndTimestamp(pcommon.NewTimestampFromTime(t0.Add(340 * time.Millisecond)))
-			attrs := sp.Attributes()
-			switch i % 4 {
-			case 0:
-				sp.SetName("megatron.train_step")
-				attrs.PutInt("megatron.iteration", int64(i/4))
-				attrs.PutDouble("megatron.loss", 2.5-float64(i)/10000)
-				attrs.PutDouble("megatron.grad_norm", 1.25)
-				attrs.PutInt("megatron.num_microbatches", 8)
-				attrs.PutBool("megatron.update_successful", true)
-			case 1:
-				sp.SetName("megatron.forward_backward")
-				attrs.PutInt("megatron.iteration", int64(i/4))
-				attrs.PutInt("dl.pipeline_parallel.rank", int64(r%4))
-			case 2:
-				sp.SetName("megatron.grad_sync.finish")
-				attrs.PutInt("megatron.iteration", int64(i/4))
-				ev := sp.Events().AppendEmpty()
-				ev.SetName("allreduce.done")
-				ev.SetTimestamp(pcommon.NewTimestampFromTime(t0.Add(300 * time.Millisecond)))
-				ev.Attributes().PutInt("bytes", 1<<28)
-			default:
-				sp.SetName("megatron.optimizer_step")
-				attrs.PutInt("megatron.iteration", int64(i/4))
-				attrs.PutDouble("megatron.learning_rate", 3e-4)
-			}
+		run.Ranks = append(run.Ranks, benchRank(s, r))
+	}
+	td := ptrace.NewTraces()
+	for _, rank := range run.Ranks {
+		spans := lensfixture.AppendResource(td, rank)
+		run.AppendSpans(spans, rank, benchSpansPerRank)
+		for i := range spans.Len() {
+			putBenchAttributes(spans.At(i), rank.Rank)
 			if s.spanConflictEvery > 0 && i%s.spanConflictEvery == 0 {
-				attrs.PutStr("megatron", "core")
+				spans.At(i).Attributes().PutStr("megatron", "core")
 			}
 		}
 	}
 	td.MarkReadOnly()
 	return td
+}
+
+// putBenchAttributes adds to a fixture span what Megatron-LM sets on it:
+// the iteration and the pipeline rank on every span (the fixture sets the
+// iteration on step spans only), the step's metrics, the all-reduce's
+// completion event and the learning rate.
+func putBenchAttributes(sp ptrace.Span, rank int64) {
+	iteration := lensfixture.ParseSpanID(sp.SpanID()).Iteration
+	attrs := sp.Attributes()
+	attrs.PutInt(attrkey.MegatronIteration, iteration)
+	attrs.PutInt("dl.pipeline_parallel.rank", rank%4)
+	switch sp.Name() {
+	case attrkey.MegatronTrainStep:
+		attrs.PutDouble("megatron.loss", lensfixture.Loss(iteration))
+		attrs.PutDouble("megatron.grad_norm", 1.25)
+		attrs.PutInt("megatron.num_microbatches", 8)
+		attrs.PutBool("megatron.update_successful", true)
+	case lensfixture.GradSyncFinish:
+		ev := sp.Events().AppendEmpty()
+		ev.SetName("allreduce.done")
+		ev.SetTimestamp(sp.EndTimestamp())
+		ev.Attributes().PutInt("bytes", 1<<28)
+	case lensfixture.Optimizer:
+		attrs.PutDouble("megatron.learning_rate", 3e-4)
+	}
 }
 
 // drainServer reads every request body and answers an empty 200, as Weave

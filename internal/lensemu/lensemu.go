@@ -4,7 +4,9 @@
 // attributes (nv.dl.* or dl.* rank identity, nemo.run.id, ...), Megatron-LM's
 // per-step span tree (megatron.train_step with forward_backward, micro-batch,
 // grad_sync and optimizer spans under megatron.pretrain/megatron.train), its
-// training metrics and its log lines.
+// training metrics and its log lines. The resource and the step span tree
+// are internal/lensfixture's, replayed through the SDK, so that e2e tests
+// send what unit tests and benchmarks build.
 //
 // A Job is synchronous data parallelism by default: the gradient all-reduce
 // at the end of each step waits for the slowest rank of the run, so every
@@ -34,6 +36,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 // Protocols a rank can export with.
@@ -102,8 +107,9 @@ type Rank struct {
 }
 
 // SpansPerStep is the number of spans one train step produces for the given
-// number of micro-batches.
-func SpansPerStep(microBatches int) int { return 1 + 1 + 3*microBatches + 3 }
+// number of micro-batches: the fixture's step tree, without a pipeline
+// receive.
+func SpansPerStep(microBatches int) int { return lensfixture.SpansPerStep(microBatches, false) }
 
 // JobSpans is the number of spans outside steps: megatron.pretrain,
 // megatron.model_init and megatron.train.
@@ -143,13 +149,13 @@ func (r *Rank) defaults() {
 		r.MicroBatches = 2
 	}
 	if r.StepSpanName == "" {
-		r.StepSpanName = "megatron.train_step"
+		r.StepSpanName = attrkey.MegatronTrainStep
 	}
 	if r.ComputeDuration == nil {
 		r.ComputeDuration = func(int) time.Duration { return DefaultComputeDuration }
 	}
 	if r.Unsynchronised && r.StepDuration == nil {
-		r.StepDuration = func(int) time.Duration { return 100 * time.Millisecond }
+		r.StepDuration = func(int) time.Duration { return lensfixture.DefaultStep.Duration() }
 	}
 }
 
@@ -165,38 +171,56 @@ func (r Rank) check() error {
 	return nil
 }
 
-// ResourceAttributes returns the resource attributes the rank sends.
+// ResourceAttributes returns the resource attributes the rank sends: the
+// fixture's rank identity (lensfixture.Rank), then Resource, whose keys win
+// over the identity's (lensrank sends the real host.name there).
 func (r Rank) ResourceAttributes() []attribute.KeyValue {
 	r.defaults()
-	prefix := "nv.dl."
-	if r.LegacyKeys {
-		prefix = "dl."
+	id := lensfixture.Rank{
+		Run: r.RunID, Rank: int64(r.Rank), WorldSize: int64(r.WorldSize),
+		AsString: r.RankAsString, LegacyKeys: r.LegacyKeys, ServiceName: r.ServiceName,
 	}
-	num := func(k string, v int) attribute.KeyValue {
-		if r.RankAsString {
-			return attribute.String(prefix+k, strconv.Itoa(v))
+	switch {
+	case r.NoWorldSize:
+		id.WorldSize = 0
+	case r.WorldSize == 0:
+		// The fixture leaves a zero world size out; the emulator sends what
+		// it is given, so it asks for one and rewrites it to 0 below.
+		id.WorldSize = 1
+	}
+	fixture := id.Attributes()
+	attrs := make([]attribute.KeyValue, 0, len(fixture)+len(r.Resource))
+	for _, kv := range fixture {
+		switch kv.Key {
+		case attrkey.DLLocalRank, attrkey.LegacyDLLocalRank:
+			// The launcher's local rank, which need not be Rank mod 8.
+			kv.Value = sameType(kv.Value, r.LocalRank)
+		case attrkey.DLWorldSize, attrkey.LegacyDLWorldSize:
+			kv.Value = sameType(kv.Value, r.WorldSize) // 0 where it asked for 1
 		}
-		return attribute.Int(prefix+k, v)
-	}
-	instance := r.RunID
-	if instance == "" {
-		instance = "norun"
-	}
-	attrs := []attribute.KeyValue{
-		attribute.String("service.name", r.ServiceName),
-		attribute.String("service.instance.id", fmt.Sprintf("%s-rank%d", instance, r.Rank)),
-		attribute.String("host.name", fmt.Sprintf("node%03d", r.Rank/8)),
-		attribute.Int("process.pid", 10000+r.Rank),
-		num("rank", r.Rank),
-		num("local_rank", r.LocalRank),
-	}
-	if !r.NoWorldSize {
-		attrs = append(attrs, num("world_size", r.WorldSize))
-	}
-	if r.RunID != "" {
-		attrs = append(attrs, attribute.String("nemo.run.id", r.RunID))
+		attrs = append(attrs, toAttribute(kv))
 	}
 	return append(attrs, r.Resource...)
+}
+
+// sameType is n as the fixture typed v: a string ("3") or an int64.
+func sameType(v any, n int) any {
+	if _, ok := v.(string); ok {
+		return strconv.Itoa(n)
+	}
+	return int64(n)
+}
+
+// toAttribute converts a fixture attribute (a string or an int64) for the SDK.
+func toAttribute(kv lensfixture.KeyValue) attribute.KeyValue {
+	switch v := kv.Value.(type) {
+	case string:
+		return attribute.String(kv.Key, v)
+	case int64:
+		return attribute.Int64(kv.Key, v)
+	default:
+		return attribute.String(kv.Key, fmt.Sprint(v))
+	}
 }
 
 // Run emits the rank's whole job and shuts its SDK down, flushing everything.
@@ -234,7 +258,7 @@ func (r Rank) Run(ctx context.Context) (Result, error) {
 
 	// On an error the rank stops sending, but what was acknowledged until then
 	// still counts.
-	emitErr := r.emit(ctx, tp.Tracer("megatron"), mp.Meter("megatron"), reader, lp.Logger("megatron"))
+	emitErr := r.emit(ctx, tp.Tracer(lensfixture.ScopeName), mp.Meter(lensfixture.ScopeName), reader, lp.Logger(lensfixture.ScopeName))
 	err = errors.Join(emitErr, tp.Shutdown(ctx), mp.Shutdown(ctx), lp.Shutdown(ctx))
 	return exp.result(), errors.Join(err, exp.firstError())
 }
@@ -244,26 +268,23 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	if err != nil {
 		return err
 	}
-	t0, stepDuration := r.timeline()
+	t0 := r.jobStart()
 	setup := setupTime
 	at := func(d time.Duration) trace.SpanStartEventOption { return trace.WithTimestamp(t0.Add(d)) }
 	end := func(d time.Duration) trace.SpanEndOption { return trace.WithTimestamp(t0.Add(d)) }
 
-	ctx, pretrain := tracer.Start(ctx, "megatron.pretrain", at(0))
-	_, modelInit := tracer.Start(ctx, "megatron.model_init", at(0))
+	ctx, pretrain := tracer.Start(ctx, lensfixture.Pretrain, at(0))
+	_, modelInit := tracer.Start(ctx, lensfixture.ModelInit, at(0))
 	modelInit.End(end(setup))
-	trainCtx, train := tracer.Start(ctx, "megatron.train", at(setup))
+	trainCtx, train := tracer.Start(ctx, lensfixture.Train, at(setup))
 
 	cursor := setup
 	for it := 1; it <= r.Steps; it++ {
-		d := stepDuration(it)
-		if r.Unsynchronised {
-			r.emitUnsynchronisedStep(trainCtx, tracer, it, t0.Add(cursor), d)
-		} else {
-			r.emitStep(trainCtx, tracer, it, t0.Add(cursor), r.ComputeDuration(it), r.sched.slowest[it-1])
-		}
+		step := r.stepOf(it)
+		r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step)
+		d := step.Duration()
 		cursor += d
-		loss := 10.0 / float64(it+1)
+		loss := lossAt(it)
 		inst.stepDuration.Record(ctx, float64(d.Milliseconds()))
 		inst.loss.Record(ctx, loss)
 		inst.tflops.Record(ctx, 180.5)
@@ -295,7 +316,7 @@ func (Rank) emitLog(ctx context.Context, logger otellog.Logger, sev otellog.Seve
 	rec.SetSeverity(sev)
 	rec.SetSeverityText(sev.String())
 	rec.SetBody(attribute.StringValue(msg))
-	rec.AddAttributes(attribute.Int("megatron.iteration", it))
+	rec.AddAttributes(attribute.Int(attrkey.MegatronIteration, it))
 	logger.Emit(ctx, rec)
 }
 
@@ -308,14 +329,14 @@ type instruments struct {
 func newInstruments(m metric.Meter) (instruments, error) {
 	var in instruments
 	var errs [9]error
-	in.stepDuration, errs[0] = m.Float64Histogram("megatron.training.step_duration_ms", metric.WithUnit("ms"))
-	in.loss, errs[1] = m.Float64Gauge("megatron.training.loss")
-	in.tflops, errs[2] = m.Float64Gauge("megatron.training.throughput_tflops")
-	in.tokens, errs[3] = m.Float64Gauge("megatron.training.tokens_per_sec")
-	in.gradNorm, errs[4] = m.Float64Gauge("megatron.training.grad_norm")
-	in.lr, errs[5] = m.Float64Gauge("megatron.training.learning_rate")
-	in.memory, errs[6] = m.Float64Gauge("megatron.training.memory_allocated_gb", metric.WithUnit("GBy"))
-	in.skipped, errs[7] = m.Int64Counter("megatron.training.skipped_iters")
+	in.stepDuration, errs[0] = m.Float64Histogram(lensfixture.StepDurationMetric, metric.WithUnit("ms"))
+	in.loss, errs[1] = m.Float64Gauge(lensfixture.LossMetric)
+	in.tflops, errs[2] = m.Float64Gauge(lensfixture.TFLOPSMetric)
+	in.tokens, errs[3] = m.Float64Gauge(lensfixture.TokensPerSecMetric)
+	in.gradNorm, errs[4] = m.Float64Gauge(lensfixture.GradNormMetric)
+	in.lr, errs[5] = m.Float64Gauge(lensfixture.LearningRateMetric)
+	in.memory, errs[6] = m.Float64Gauge(lensfixture.MemoryMetric, metric.WithUnit("GBy"))
+	in.skipped, errs[7] = m.Int64Counter(lensfixture.SkippedItersMetric)
 	return in, errors.Join(errs[:]...)
 }
 

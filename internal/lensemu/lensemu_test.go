@@ -8,7 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 )
 
@@ -52,7 +55,7 @@ func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
 		received += req.Traces.SpanCount()
 		for i := 0; i < req.Traces.ResourceSpans().Len(); i++ {
 			rs := req.Traces.ResourceSpans().At(i)
-			rv, _ := rs.Resource().Attributes().Get("nv.dl.rank")
+			rv, _ := rs.Resource().Attributes().Get(attrkey.DLRank)
 			rank := rv.Int()
 			forEachSpan(rs, func(s ptrace.Span) {
 				ss := stepSpan{
@@ -60,7 +63,7 @@ func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
 					trace: s.TraceID(), root: s.ParentSpanID().IsEmpty(),
 				}
 				if _, isStep := s.Attributes().Get("megatron.num_microbatches"); isStep {
-					it, _ := s.Attributes().Get("megatron.iteration")
+					it, _ := s.Attributes().Get(attrkey.MegatronIteration)
 					ss.iteration = it.Int()
 					iterOf[[2]any{rank, [8]byte(s.SpanID())}] = it.Int()
 					put(steps, ss)
@@ -137,7 +140,7 @@ func TestJobIsSynchronous(t *testing.T) {
 	steps := sendJob(t, ranks)
 	require.Len(t, steps, 4*3)
 	for it := int64(1); it <= 3; it++ {
-		ref := steps[[2]int64{0, it}]["megatron.train_step"]
+		ref := steps[[2]int64{0, it}][attrkey.MegatronTrainStep]
 		wantStep := 100 * time.Millisecond
 		if it == 2 {
 			wantStep = 3*DefaultComputeDuration + GradSyncTime + OptimizerTime
@@ -145,8 +148,8 @@ func TestJobIsSynchronous(t *testing.T) {
 		assert.Equal(t, wantStep, dur(ref), "iteration %d", it)
 		for rank := range int64(4) {
 			s := steps[[2]int64{rank, it}]
-			assert.Equal(t, ref.start, s["megatron.train_step"].start, "steps start together")
-			assert.Equal(t, ref.end, s["megatron.train_step"].end, "steps end together")
+			assert.Equal(t, ref.start, s[attrkey.MegatronTrainStep].start, "steps start together")
+			assert.Equal(t, ref.end, s[attrkey.MegatronTrainStep].end, "steps end together")
 			compute, wait := DefaultComputeDuration, 10*time.Millisecond
 			if it == 2 {
 				if rank == slowRank {
@@ -155,11 +158,11 @@ func TestJobIsSynchronous(t *testing.T) {
 					wait += 2 * DefaultComputeDuration
 				}
 			}
-			assert.Equal(t, compute, dur(s["megatron.forward_backward"]), "rank %d iteration %d", rank, it)
-			assert.Equal(t, wait, dur(s["megatron.grad_sync.finish"]), "rank %d iteration %d", rank, it)
-			assert.Equal(t, 5*time.Millisecond, dur(s["megatron.grad_sync.start"]))
-			assert.Equal(t, OptimizerTime, dur(s["megatron.optimizer_step"]))
-			assert.Equal(t, ref.end, s["megatron.optimizer_step"].end)
+			assert.Equal(t, compute, dur(s[lensfixture.ForwardBackward]), "rank %d iteration %d", rank, it)
+			assert.Equal(t, wait, dur(s[lensfixture.GradSyncFinish]), "rank %d iteration %d", rank, it)
+			assert.Equal(t, 5*time.Millisecond, dur(s[lensfixture.GradSyncStart]))
+			assert.Equal(t, OptimizerTime, dur(s[lensfixture.Optimizer]))
+			assert.Equal(t, ref.end, s[lensfixture.Optimizer].end)
 		}
 	}
 }
@@ -173,9 +176,9 @@ func TestJobUnsynchronised(t *testing.T) {
 		}
 	})
 	steps := sendJob(t, ranks)
-	assert.Equal(t, 100*time.Millisecond, dur(steps[[2]int64{0, 1}]["megatron.train_step"]))
-	assert.Equal(t, 200*time.Millisecond, dur(steps[[2]int64{1, 1}]["megatron.train_step"]))
-	assert.Equal(t, 140*time.Millisecond, dur(steps[[2]int64{1, 1}]["megatron.forward_backward"]))
+	assert.Equal(t, 100*time.Millisecond, dur(steps[[2]int64{0, 1}][attrkey.MegatronTrainStep]))
+	assert.Equal(t, 200*time.Millisecond, dur(steps[[2]int64{1, 1}][attrkey.MegatronTrainStep]))
+	assert.Equal(t, 140*time.Millisecond, dur(steps[[2]int64{1, 1}][lensfixture.ForwardBackward]))
 }
 
 func TestTimingFieldsMustAgree(t *testing.T) {
@@ -190,17 +193,39 @@ func TestTimingFieldsMustAgree(t *testing.T) {
 // The newer taxonomy's step span name, and steps as their own trace roots.
 func TestStepSpanNameAndRoots(t *testing.T) {
 	ranks := job(2, func(r *Rank) {
-		r.StepSpanName = "megatron.train.iteration"
+		r.StepSpanName = attrkey.MegatronTrainIteration
 		r.StepsAreRoots = true
 	})
 	steps := sendJob(t, ranks)
 	traces := map[[16]byte]bool{}
 	for it := int64(1); it <= 3; it++ {
-		s, ok := steps[[2]int64{0, it}]["megatron.train.iteration"]
+		s, ok := steps[[2]int64{0, it}][attrkey.MegatronTrainIteration]
 		require.True(t, ok, "iteration %d", it)
 		assert.True(t, s.root, "a trace root")
 		traces[s.trace] = true
-		assert.Equal(t, s.trace, steps[[2]int64{0, it}]["megatron.forward_backward"].trace, "children share the step's trace")
+		assert.Equal(t, s.trace, steps[[2]int64{0, it}][lensfixture.ForwardBackward].trace, "children share the step's trace")
 	}
 	assert.Len(t, traces, 3, "one trace per step")
+}
+
+// The resource is the fixture's rank identity with the launcher's local rank
+// and the world size as given (0 too), and Resource's keys win.
+func TestResourceAttributes(t *testing.T) {
+	asMap := func(r Rank) map[string]any {
+		m := map[string]any{}
+		for _, kv := range r.ResourceAttributes() {
+			m[string(kv.Key)] = kv.Value.AsInterface()
+		}
+		return m
+	}
+	assert.Equal(t, map[string]any{
+		"service.name": "nemo", "service.instance.id": "run-a-rank9", "nemo.run.id": "run-a",
+		"nv.dl.rank": int64(9), "nv.dl.world_size": int64(16), "nv.dl.local_rank": int64(3),
+		"host.name": "node001", "process.pid": int64(10009), "slurm.job.id": "42",
+	}, asMap(Rank{RunID: "run-a", Rank: 9, WorldSize: 16, LocalRank: 3, Resource: []attribute.KeyValue{attribute.String("slurm.job.id", "42")}}))
+	assert.Equal(t, map[string]any{
+		"service.name": "svc", "service.instance.id": "norun-rank3",
+		"dl.rank": "3", "dl.local_rank": "0", "host.name": "gpu-box", "process.pid": int64(10003),
+	}, asMap(Rank{ServiceName: "svc", Rank: 3, LegacyKeys: true, RankAsString: true, NoWorldSize: true, Resource: []attribute.KeyValue{attribute.String("host.name", "gpu-box")}}))
+	assert.Equal(t, int64(0), asMap(Rank{Rank: 1})["nv.dl.world_size"])
 }

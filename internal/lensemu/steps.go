@@ -2,25 +2,29 @@ package lensemu // import "github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
-// The fixed parts of a synchronous step, after the slowest rank's compute:
-// the gradient all-reduce (5ms in grad_sync.start, 10ms in grad_sync.finish)
-// and the optimizer.
-const (
-	GradSyncTime  = 15 * time.Millisecond
-	OptimizerTime = 15 * time.Millisecond
+// The parts of a synchronous step, from the fixture's default step: the
+// gradient all-reduce after the slowest rank's compute (its first third in
+// grad_sync.start, the rest in grad_sync.finish) and the optimizer.
+var (
+	GradSyncTime  = lensfixture.DefaultStep.GradSync
+	OptimizerTime = lensfixture.DefaultStep.Optimizer
 	// DefaultComputeDuration makes a default step last 100ms.
-	DefaultComputeDuration = 70 * time.Millisecond
-	gradSyncStart          = 5 * time.Millisecond
-	setupTime              = 2 * time.Second
+	DefaultComputeDuration = lensfixture.DefaultStep.Compute
 )
+
+const setupTime = 2 * time.Second
 
 // schedule is what the ranks of one run share in synchronous training: when
 // the job started and every step's slowest compute.
@@ -29,9 +33,11 @@ type schedule struct {
 	slowest []time.Duration // by iteration - 1
 }
 
-// stepDuration is step it's wall duration on every rank.
-func (s *schedule) stepDuration(it int) time.Duration {
-	return s.slowest[it-1] + GradSyncTime + OptimizerTime
+// step is step it of a rank of the run that computes for compute.
+func (s *schedule) step(it int, compute time.Duration, microBatches int) lensfixture.Step {
+	step := lensfixture.DefaultStep
+	step.Compute, step.Slowest, step.MicroBatches = compute, s.slowest[it-1], microBatches
+	return step
 }
 
 // newSchedule builds the schedule of ranks that train together.
@@ -49,98 +55,99 @@ func newSchedule(ranks []Rank) *schedule {
 	}
 	var total time.Duration
 	for it := 1; it <= len(s.slowest); it++ {
-		total += s.stepDuration(it)
+		total += s.step(it, 0, 0).Duration()
 	}
 	s.t0 = time.Now().Add(-(total + 2*setupTime))
 	return s
 }
 
-// timeline is when the rank's job started and how long each of its steps
-// lasts.
-func (r Rank) timeline() (time.Time, func(int) time.Duration) {
+// stepOf is the rank's step it. A synchronous rank computes for its own
+// ComputeDuration and waits for the run's slowest; an Unsynchronised one
+// has the default step's shares (70% compute, 15% gradient sync, 15%
+// optimizer) of its StepDuration and waits for nobody.
+func (r Rank) stepOf(it int) lensfixture.Step {
 	if !r.Unsynchronised {
-		return r.sched.t0, r.sched.stepDuration
+		return r.sched.step(it, r.ComputeDuration(it), r.MicroBatches)
+	}
+	d, def := r.StepDuration(it), lensfixture.DefaultStep
+	share := func(part time.Duration) time.Duration {
+		return time.Duration(math.Round(float64(d) * float64(part) / float64(def.Duration())))
+	}
+	compute, gradSync := share(def.Compute), share(def.GradSync)
+	return lensfixture.Step{
+		Compute: compute, Slowest: compute, GradSync: gradSync,
+		Optimizer:    d - compute - gradSync, // the step lasts d exactly
+		MicroBatches: r.MicroBatches,
+	}
+}
+
+// jobStart is when the rank's job started: its run's, or for an
+// Unsynchronised rank early enough that its last step ends about now.
+func (r Rank) jobStart() time.Time {
+	if !r.Unsynchronised {
+		return r.sched.t0
 	}
 	var total time.Duration
 	for i := 1; i <= r.Steps; i++ {
 		total += r.StepDuration(i)
 	}
-	return time.Now().Add(-(total + 2*setupTime)), r.StepDuration
+	return time.Now().Add(-(total + 2*setupTime))
 }
 
-// emitStep emits one step subtree of a synchronous step:
-// the rank computes for compute (megatron.forward_backward), starts the
-// gradient all-reduce, waits in megatron.grad_sync.finish until the slowest
-// rank has computed too and the all-reduce is done, then runs the optimizer.
-// Children end (and so are exported) before their parents, as in a real job.
-func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, compute, slowest time.Duration) {
-	at := start.Add
-	ctx, step := r.startStep(ctx, tracer, it, start)
-	r.emitForwardBackward(ctx, tracer, start, compute)
-	syncEnd := slowest + GradSyncTime
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.start", at(compute), at(compute+gradSyncStart))
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.finish", at(compute+gradSyncStart), at(syncEnd))
-	r.emitOptimizer(ctx, tracer, it, at(syncEnd), at(syncEnd+OptimizerTime))
-	step.End(trace.WithTimestamp(at(syncEnd + OptimizerTime)))
-}
-
-// emitUnsynchronisedStep emits a step of d on the rank's own clock: compute
-// 70%, gradient sync 15%, optimizer 15%.
-func (r Rank) emitUnsynchronisedStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, d time.Duration) {
-	ts := func(f float64) time.Time { return start.Add(time.Duration(f * float64(d))) }
-	ctx, step := r.startStep(ctx, tracer, it, start)
-	r.emitForwardBackward(ctx, tracer, start, time.Duration(0.7*float64(d)))
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.start", ts(0.7), ts(0.75))
-	r.emitSpan(ctx, tracer, "megatron.grad_sync.finish", ts(0.75), ts(0.85))
-	r.emitOptimizer(ctx, tracer, it, ts(0.85), ts(1))
-	step.End(trace.WithTimestamp(ts(1)))
-}
-
-func (r Rank) startStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithTimestamp(start)}
-	if r.StepsAreRoots {
-		opts = append(opts, trace.WithNewRoot())
+// emitStep replays the fixture's span tree of step (lensfixture.Step.Plans)
+// through the SDK, from start: every span is started under its parent, so
+// parents first, and they are ended in lensfixture.ExportOrder, children
+// before parents, as a real rank exports them.
+func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, step lensfixture.Step) {
+	plans := step.Plans(r.StepSpanName)
+	ctxs := make([]context.Context, len(plans))
+	spans := make([]trace.Span, len(plans))
+	microbatch := -1
+	for i, p := range plans {
+		parent := ctx
+		if p.Parent >= 0 {
+			parent = ctxs[p.Parent]
+		}
+		if p.Name == lensfixture.MicrobatchForward {
+			microbatch++ // its backward follows it
+		}
+		opts := append(r.spanOptions(p, it, microbatch), trace.WithTimestamp(start.Add(p.From)))
+		ctxs[i], spans[i] = tracer.Start(parent, p.Name, opts...)
+		if p.Name == lensfixture.Optimizer && it == r.ErrorAtIteration {
+			spans[i].SetStatus(codes.Error, "optimizer step failed")
+		}
 	}
-	return tracer.Start(ctx, r.StepSpanName, append(opts, trace.WithAttributes(
-		attribute.Int("megatron.iteration", it),
-		attribute.Int("megatron.num_microbatches", r.MicroBatches),
-		attribute.Float64("megatron.loss", 10.0/float64(it+1)),
-		attribute.Float64("megatron.grad_norm", 1.25),
-		attribute.Bool("megatron.update_successful", it != r.ErrorAtIteration),
-	))...)
-}
-
-// emitForwardBackward emits megatron.forward_backward lasting compute, with
-// a forward (holding one layer span) and a backward per micro-batch.
-func (r Rank) emitForwardBackward(ctx context.Context, tracer trace.Tracer, start time.Time, compute time.Duration) {
-	ts := func(f float64) time.Time { return start.Add(time.Duration(f * float64(compute))) }
-	fbCtx, fb := tracer.Start(ctx, "megatron.forward_backward", trace.WithTimestamp(start))
-	per := 1 / float64(r.MicroBatches)
-	for mb := 0; mb < r.MicroBatches; mb++ {
-		base := float64(mb) * per
-		mbAttr := trace.WithAttributes(attribute.Int("megatron.microbatch_id", mb))
-		fwdCtx, fwd := tracer.Start(fbCtx, "megatron.microbatch.forward", trace.WithTimestamp(ts(base)), mbAttr)
-		_, layer := tracer.Start(fwdCtx, "megatron.layer.forward", trace.WithTimestamp(ts(base)))
-		layer.End(trace.WithTimestamp(ts(base + per*0.3)))
-		fwd.End(trace.WithTimestamp(ts(base + per*0.4)))
-		_, bwd := tracer.Start(fbCtx, "megatron.microbatch.backward", trace.WithTimestamp(ts(base+per*0.4)), mbAttr)
-		bwd.End(trace.WithTimestamp(ts(base + per)))
+	for _, i := range lensfixture.ExportOrder(plans) {
+		spans[i].End(trace.WithTimestamp(start.Add(plans[i].To)))
 	}
-	fb.End(trace.WithTimestamp(ts(1)))
 }
 
-func (r Rank) emitOptimizer(ctx context.Context, tracer trace.Tracer, it int, from, to time.Time) {
-	_, opt := tracer.Start(ctx, "megatron.optimizer_step", trace.WithTimestamp(from))
-	if it == r.ErrorAtIteration {
-		opt.SetStatus(codes.Error, "optimizer step failed")
+// spanOptions are what the emulator adds to the fixture's span p of step
+// it: the step span's Megatron attributes (and a trace of its own with
+// StepsAreRoots), a micro-batch's id.
+func (r Rank) spanOptions(p lensfixture.Plan, it, microbatch int) []trace.SpanStartOption {
+	switch {
+	case p.Parent < 0:
+		opts := []trace.SpanStartOption{trace.WithAttributes(
+			attribute.Int(attrkey.MegatronIteration, it),
+			attribute.Int("megatron.num_microbatches", r.MicroBatches),
+			attribute.Float64("megatron.loss", lossAt(it)),
+			attribute.Float64("megatron.grad_norm", 1.25),
+			attribute.Bool("megatron.update_successful", it != r.ErrorAtIteration),
+		)}
+		if r.StepsAreRoots {
+			opts = append(opts, trace.WithNewRoot())
+		}
+		return opts
+	case p.Name == lensfixture.MicrobatchForward, p.Name == lensfixture.MicrobatchBack:
+		return []trace.SpanStartOption{trace.WithAttributes(attribute.Int("megatron.microbatch_id", microbatch))}
 	}
-	opt.End(trace.WithTimestamp(to))
+	return nil
 }
 
-func (Rank) emitSpan(ctx context.Context, tracer trace.Tracer, name string, from, to time.Time) {
-	_, s := tracer.Start(ctx, name, trace.WithTimestamp(from))
-	s.End(trace.WithTimestamp(to))
-}
+// lossAt is the loss the rank reports on iteration it (1-based), in its step
+// span, its loss metric and its log line.
+func lossAt(it int) float64 { return lensfixture.Loss(int64(it)) }
 
 // withSchedules returns a copy of ranks in which the synchronous ranks of
 // each run share one schedule.

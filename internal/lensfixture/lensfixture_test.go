@@ -176,3 +176,33 @@ func dataPoints(m pmetric.Metric) int {
 	}
 	return 0
 }
+
+func TestAppendStepPartsAndSpans(t *testing.T) {
+	rank := Rank{Run: "p", Rank: 1, HostName: "dgx-07", PID: 42}
+	run := Run{Ranks: []Rank{{Run: "p", Rank: 0}, rank}, Compute: func(r, _ int64) time.Duration { return time.Duration(r+1) * 50 * time.Millisecond }}
+	whole := ptrace.NewSpanSlice()
+	at := run.AppendStep(whole, rank, 3)
+	children, step := ptrace.NewSpanSlice(), ptrace.NewSpanSlice()
+	assert.Equal(t, -1, run.AppendStepPart(children, rank, 3, StepChildren))
+	assert.Equal(t, 0, run.AppendStepPart(step, rank, 3, StepSpan))
+	require.Equal(t, whole.Len(), children.Len()+step.Len())
+	assert.Equal(t, whole.At(at).SpanID(), step.At(0).SpanID())
+	assert.Equal(t, DefaultStep.Spans(), whole.Len())
+
+	spans := ptrace.NewSpanSlice()
+	run.AppendSpans(spans, rank, 25)
+	require.Equal(t, 25, spans.Len(), "cut wherever a step is")
+	assert.Equal(t, int64(2), ParseSpanID(spans.At(24).SpanID()).Iteration)
+
+	memo := run.Memoized()
+	for it := range int64(3) {
+		assert.Equal(t, run.StepOf(0, it), memo.StepOf(0, it))
+		assert.Equal(t, memo.StepOf(0, it), memo.StepOf(0, it))
+	}
+	m := pcommon.NewMap()
+	rank.PutResource(m)
+	host, _ := m.Get("host.name")
+	pid, _ := m.Get("process.pid")
+	assert.Equal(t, "dgx-07", host.Str())
+	assert.Equal(t, int64(42), pid.Int())
+}

@@ -22,6 +22,9 @@ const (
 	// RecvForward is a pipeline-parallel receive: the rank waits for its
 	// previous stage.
 	RecvForward = "megatron.p2p.recv_forward"
+	// SendForward is a pipeline-parallel send: not a wait, it returns once
+	// the data is handed over.
+	SendForward = "megatron.p2p.send_forward"
 	// GradSyncStart and GradSyncFinish are the data-parallel gradient
 	// all-reduce: a fast rank waits in GradSyncFinish for the slowest.
 	GradSyncStart  = "megatron.grad_sync.start"

@@ -45,6 +45,10 @@ type Rank struct {
 	GPUsPerNode int64
 	// NoLocalRank leaves the local rank out.
 	NoLocalRank bool
+	// HostName and PID override the host (Host()) and process.pid
+	// (10000 + Rank), e.g. to place two jobs on one named host.
+	HostName string
+	PID      int64
 	// NoHost leaves host.name and process.pid out.
 	NoHost bool
 	// AsString sends the rank identity as strings ("3"), as
@@ -69,8 +73,22 @@ func (r Rank) perNode() int64 {
 // LocalRank is the rank within its node.
 func (r Rank) LocalRank() int64 { return r.Rank % r.perNode() }
 
-// Host is the rank's host.name: node000, node001, ...
-func (r Rank) Host() string { return fmt.Sprintf("node%03d", r.Rank/r.perNode()) }
+// Host is the rank's host.name: HostName, or node000, node001, ... by
+// GPUsPerNode.
+func (r Rank) Host() string {
+	if r.HostName != "" {
+		return r.HostName
+	}
+	return fmt.Sprintf("node%03d", r.Rank/r.perNode())
+}
+
+// ProcessID is the rank's process.pid: PID, or 10000 + Rank.
+func (r Rank) ProcessID() int64 {
+	if r.PID != 0 {
+		return r.PID
+	}
+	return 10000 + r.Rank
+}
 
 // InstanceID is the rank's service.instance.id.
 func (r Rank) InstanceID() string {
@@ -112,7 +130,7 @@ func (r Rank) Attributes() []KeyValue {
 		attrs = append(attrs, num(local, r.LocalRank()))
 	}
 	if !r.NoHost {
-		attrs = append(attrs, KeyValue{attrkey.HostName, r.Host()}, KeyValue{"process.pid", 10000 + r.Rank})
+		attrs = append(attrs, KeyValue{attrkey.HostName, r.Host()}, KeyValue{"process.pid", r.ProcessID()})
 	}
 	return append(attrs, r.Extra...)
 }

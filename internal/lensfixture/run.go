@@ -1,6 +1,7 @@
 package lensfixture
 
 import (
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -48,6 +49,36 @@ type Run struct {
 	Step Step
 	// Compute, when set, gives a rank's compute time on an iteration.
 	Compute func(rank, iteration int64) time.Duration
+	// Slowest, when set, is the slowest rank's compute on an iteration;
+	// otherwise every StepOf scans Ranks. Memoized sets it.
+	Slowest func(iteration int64) time.Duration
+}
+
+// Memoized returns the run with Slowest remembering each iteration's scan
+// of Ranks, so that building a step of N ranks costs O(N), not O(N²).
+func (r Run) Memoized() Run {
+	var mu sync.Mutex
+	seen := map[int64]time.Duration{}
+	scan := r.scanSlowest
+	r.Slowest = func(iteration int64) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		d, ok := seen[iteration]
+		if !ok {
+			d = scan(iteration)
+			seen[iteration] = d
+		}
+		return d
+	}
+	return r
+}
+
+func (r Run) scanSlowest(iteration int64) time.Duration {
+	var slowest time.Duration
+	for _, p := range r.Ranks {
+		slowest = max(slowest, r.compute(p.Rank, iteration))
+	}
+	return slowest
 }
 
 func (r Run) stepName() string {
@@ -76,9 +107,13 @@ func (r Run) compute(rank, iteration int64) time.Duration {
 func (r Run) StepOf(rank, iteration int64) Step {
 	s := r.template()
 	s.Compute = r.compute(rank, iteration)
-	s.Slowest = s.Compute
-	for _, p := range r.Ranks {
-		s.Slowest = max(s.Slowest, r.compute(p.Rank, iteration))
+	switch {
+	case r.Slowest != nil:
+		s.Slowest = max(s.Compute, r.Slowest(iteration))
+	case r.Compute == nil:
+		s.Slowest = s.Compute // every rank computes the same
+	default:
+		s.Slowest = max(s.Compute, r.scanSlowest(iteration))
 	}
 	return s
 }
@@ -129,17 +164,39 @@ func setSpan(s ptrace.Span, name string, trace pcommon.TraceID, id, parent pcomm
 	s.SetEndTimestamp(pcommon.NewTimestampFromTime(to))
 }
 
+// Part selects what AppendStepPart appends of a step.
+type Part int
+
+const (
+	// StepChildren are the spans under the step span, which end first: a
+	// rank may export them in an earlier batch than the step span.
+	StepChildren Part = 1 << iota
+	// StepSpan is the step span itself.
+	StepSpan
+	// WholeStep is both.
+	WholeStep = StepChildren | StepSpan
+)
+
 // AppendStep appends rank's step of iteration to dst in the order its spans
 // end (the step span last), and returns the step span's index in dst. The
 // step span carries megatron.iteration; the others are tied to it by their
 // parents, as Megatron-LM sends them.
 func (r Run) AppendStep(dst ptrace.SpanSlice, rank Rank, iteration int64) int {
+	return r.AppendStepPart(dst, rank, iteration, WholeStep)
+}
+
+// AppendStepPart appends part of rank's step of iteration, as AppendStep
+// does, and returns the step span's index in dst (-1 without it).
+func (r Run) AppendStepPart(dst ptrace.SpanSlice, rank Rank, iteration int64, part Part) int {
 	plans := r.StepOf(rank.Rank, iteration).Plans(r.stepName())
 	start := r.StepStart(iteration)
 	trace := r.TraceID(rank, iteration)
 	stepAt := -1
 	for _, i := range ExportOrder(plans) {
 		p := plans[i]
+		if (p.Parent < 0 && part&StepSpan == 0) || (p.Parent >= 0 && part&StepChildren == 0) {
+			continue
+		}
 		parent := SpanID(KindStep, rank.Rank, iteration, p.Parent)
 		if p.Parent < 0 {
 			parent = SpanID(KindJob, rank.Rank, 0, TrainIndex)
@@ -155,6 +212,18 @@ func (r Run) AppendStep(dst ptrace.SpanSlice, rank Rank, iteration int64) int {
 		}
 	}
 	return stepAt
+}
+
+// AppendSpans appends rank's steps from iteration 0 on until dst holds n
+// more spans, cut at n wherever a step is, as an SDK's batch span
+// processor cuts its exports.
+func (r Run) AppendSpans(dst ptrace.SpanSlice, rank Rank, n int) {
+	want := dst.Len() + n
+	for it := int64(0); dst.Len() < want; it++ {
+		r.AppendStep(dst, rank, it)
+	}
+	i := 0
+	dst.RemoveIf(func(ptrace.Span) bool { i++; return i > want })
 }
 
 // AppendModelInit appends ModelInit, which ends before the first step.

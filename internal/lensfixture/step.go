@@ -47,6 +47,9 @@ func SpansPerStep(m int, recv bool) int {
 	return n
 }
 
+// Spans is the number of spans of the step.
+func (s Step) Spans() int { return SpansPerStep(s.microBatches(), s.RecvWait > 0) }
+
 // Plan is one span of a step: its name, its parent's index in the plan list
 // (-1: the step span, whose parent is up to the shape) and its interval as
 // offsets from the step's start.
@@ -56,8 +59,11 @@ type Plan struct {
 	From, To time.Duration
 }
 
+// ForwardBackwardIndex is ForwardBackward's place in Plans.
+const ForwardBackwardIndex = 1
+
 // Plans returns the step's spans, parents before children; span 0 is the
-// step span, named stepName.
+// step span, named stepName, span ForwardBackwardIndex its compute.
 func (s Step) Plans(stepName string) []Plan {
 	c, d := s.Compute, s.Duration()
 	plans := []Plan{{stepName, -1, 0, d}, {ForwardBackward, 0, 0, c}}

@@ -18,36 +18,31 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
 
-// lensResource is the resource of one Megatron rank on Kubernetes as NeMo
-// Lens sends it (bench/README.md, "What a rank sends"), with runID as its nemo.run.id ("" for none).
+// lensRank is one Megatron rank of a 64-rank job on Kubernetes as NeMo Lens
+// sends it (bench/README.md, "What a rank sends"), with runID as its
+// nemo.run.id ("" for none).
+func lensRank(runID string, rank int) lensfixture.Rank {
+	r := lensfixture.Rank{Run: runID, Rank: int64(rank), WorldSize: 64, ServiceName: "megatron"}
+	kv := func(k string, v any) lensfixture.KeyValue { return lensfixture.KeyValue{Key: k, Value: v} }
+	r.Extra = []lensfixture.KeyValue{
+		kv("deployment.environment", "prod"), kv(attrkey.WandbEntity, "nv-research"), kv(attrkey.WandbProject, "llama3"),
+		kv("dl.tensor_parallel.size", int64(8)), kv("dl.pipeline_parallel.size", int64(2)), kv("dl.data_parallel.size", int64(4)),
+		kv(attrkey.K8sNamespaceName, "ml-training"), kv(attrkey.K8sJobName, "llama3-70b-pretrain"),
+		kv("k8s.pod.name", fmt.Sprintf("llama3-70b-pretrain-%d-x7k2p", rank)), kv("k8s.node.name", r.Host()),
+		kv("host.gpu.count", int64(8)),
+	}
+	return r
+}
+
+// lensResource is lensRank's resource attributes.
 func lensResource(runID string, rank int) map[string]any {
-	m := map[string]any{
-		"service.name":              "megatron",
-		"service.instance.id":       fmt.Sprintf("%s-rank%d", runID, rank),
-		"deployment.environment":    "prod",
-		"wandb.entity":              "nv-research",
-		"wandb.project":             "llama3",
-		"nv.dl.rank":                int64(rank),
-		"nv.dl.world_size":          int64(64),
-		"nv.dl.local_rank":          int64(rank % 8),
-		"dl.tensor_parallel.size":   int64(8),
-		"dl.pipeline_parallel.size": int64(2),
-		"dl.data_parallel.size":     int64(4),
-		"k8s.namespace.name":        "ml-training",
-		"k8s.job.name":              "llama3-70b-pretrain",
-		"k8s.pod.name":              fmt.Sprintf("llama3-70b-pretrain-%d-x7k2p", rank),
-		"k8s.node.name":             "dgx-a100-017",
-		"host.name":                 "dgx-a100-017",
-		"process.pid":               int64(4242 + rank),
-		"host.gpu.count":            int64(8),
-	}
-	if runID != "" {
-		m["nemo.run.id"] = runID
-	}
-	return m
+	m := pcommon.NewMap()
+	lensRank(runID, rank).PutResource(m)
+	return m.AsRaw()
 }
 
 type benchCase struct {
@@ -162,29 +157,42 @@ var pipelineShapes = []struct {
 	{"64x8", 64, 8},   // a gateway batch of many small rank exports: the worst case
 }
 
-// otlpPayload encodes a batch of resources x spans Megatron train steps.
+// otlpPayload encodes a batch of resources x spans: each rank's Megatron
+// train steps from iteration 0, cut after spans spans as a rank's
+// BatchSpanProcessor cuts its exports.
 func otlpPayload(b *testing.B, bc benchCase, resources, spans int) []byte {
-	td := ptrace.NewTraces()
+	var run lensfixture.Run
 	for r := range resources {
+		run.Ranks = append(run.Ranks, lensRank(bc.runID, r))
+	}
+	td := ptrace.NewTraces()
+	for _, rank := range run.Ranks {
 		rs := td.ResourceSpans().AppendEmpty()
-		require.NoError(b, rs.Resource().Attributes().FromRaw(bc.resource(b, r)))
+		require.NoError(b, rs.Resource().Attributes().FromRaw(bc.resource(b, int(rank.Rank))))
 		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName("megatron")
-		for s := range spans {
-			span := ss.Spans().AppendEmpty()
-			span.SetName("megatron.train_step")
-			span.SetTraceID([16]byte{1, byte(r), byte(s)})
-			span.SetSpanID([8]byte{2, byte(r), byte(s)})
-			span.SetStartTimestamp(1_700_000_000_000_000_000)
-			span.SetEndTimestamp(1_700_000_000_250_000_000)
-			span.Attributes().PutInt("megatron.iteration", int64(s))
-			span.Attributes().PutDouble("megatron.loss", 2.5)
-			span.Attributes().PutDouble("megatron.grad_norm", 1.25)
+		ss.Scope().SetName(lensfixture.ScopeName)
+		run.AppendSpans(ss.Spans(), rank, spans)
+		for i := range ss.Spans().Len() {
+			putSpanAttributes(ss.Spans().At(i), rank.Rank)
 		}
 	}
 	payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 	require.NoError(b, err)
 	return payload
+}
+
+// putSpanAttributes adds to a fixture span what Megatron-LM sets on it, so
+// that the payload is as large as a rank's: the iteration and the pipeline
+// rank on every span (the fixture sets the iteration on step spans only),
+// the loss and gradient norm on the step span.
+func putSpanAttributes(span ptrace.Span, rank int64) {
+	iteration := lensfixture.ParseSpanID(span.SpanID()).Iteration
+	span.Attributes().PutInt(attrkey.MegatronIteration, iteration)
+	span.Attributes().PutInt("dl.pipeline_parallel.rank", rank%2)
+	if span.Name() == attrkey.MegatronTrainStep {
+		span.Attributes().PutDouble("megatron.loss", lensfixture.Loss(iteration))
+		span.Attributes().PutDouble("megatron.grad_norm", 1.25)
+	}
 }
 
 func passThrough(_ context.Context, td ptrace.Traces) (ptrace.Traces, error) { return td, nil }

@@ -321,7 +321,7 @@ func allSignals(t *testing.T, f processor.Factory, set processor.Settings, cfg *
 	for _, r := range resources {
 		rs := td.ResourceSpans().AppendEmpty()
 		require.NoError(t, rs.Resource().Attributes().FromRaw(r))
-		rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("megatron.train_step")
+		rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName(attrkey.MegatronTrainStep)
 		rm := md.ResourceMetrics().AppendEmpty()
 		require.NoError(t, rm.Resource().Attributes().FromRaw(r))
 		rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(2.5)

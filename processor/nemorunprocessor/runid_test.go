@@ -16,6 +16,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
 
@@ -381,18 +382,16 @@ func TestGenerateRunID(t *testing.T) {
 }
 
 // rankResource is one rank of a torchrun job on Kubernetes as NeMo Lens sends
-// it without NEMO_LENS_RUN_ID: every process minted its own id.
+// it without NEMO_LENS_RUN_ID: every process minted its own id. The ranks
+// mix the rank spellings as a real fleet does.
 func rankResource(job string, rank int, ownID bool) map[string]any {
-	extra := map[string]any{"nv.dl.world_size": int64(8), "dl.rank": fmt.Sprint(rank)}
-	if rank%2 == 0 {
-		extra["dl.rank"] = int64(rank)
-	}
+	r := lensfixture.Fleet(lensfixture.Rank{WorldSize: 8})[rank]
 	if ownID {
-		id := fmt.Sprintf("%012x", 0xa1b2c3000000+rank*7919)
-		extra["nemo.run.id"] = id
-		extra["service.instance.id"] = id + fmt.Sprintf("-rank%d", rank)
+		r.Run = fmt.Sprintf("%012x", 0xa1b2c3000000+rank*7919)
 	}
-	return k8sJob("ml", job, extra)
+	m := pcommon.NewMap()
+	r.PutResource(m)
+	return k8sJob("ml", job, m.AsRaw())
 }
 
 // Two collectors of a scaled-out tier see the ranks of the same jobs in

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,7 +20,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadatatest"
 )
 
@@ -32,23 +35,19 @@ func perProcessID(job, rank int) string {
 // torchrunRank is one rank of `torchrun --nproc-per-node <worldSize>` on
 // host, launched without NEMO_LENS_RUN_ID, SLURM or Kubernetes: it carries
 // its own per-process id and no job key. Odd ranks send their rank
-// attributes as strings, as OTEL_RESOURCE_ATTRIBUTES would.
+// attributes as strings in the dl.* spelling, as OTEL_RESOURCE_ATTRIBUTES
+// would.
 func torchrunRank(host string, job, rank, worldSize int) map[string]any {
-	id := perProcessID(job, rank)
-	m := map[string]any{
-		"service.name":        "megatron",
-		"service.instance.id": fmt.Sprintf("%s-rank%d", id, rank),
-		"nemo.run.id":         id,
-		"host.name":           host,
-		"process.pid":         int64(4000 + 100*job + rank),
-		"host.gpu.count":      int64(8),
+	r := lensfixture.Rank{
+		Run: perProcessID(job, rank), Rank: int64(rank), WorldSize: int64(worldSize), ServiceName: "megatron",
+		GPUsPerNode: int64(worldSize),                        // one node: the local rank is the rank
+		HostName:    host, PID: int64(4000 + 100*job + rank), // the processes of two jobs differ
+		AsString: rank%2 == 1, LegacyKeys: rank%2 == 1,
+		Extra: []lensfixture.KeyValue{{Key: "host.gpu.count", Value: int64(8)}},
 	}
-	if rank%2 == 0 {
-		m["nv.dl.rank"], m["nv.dl.world_size"], m["nv.dl.local_rank"] = int64(rank), int64(worldSize), int64(rank)
-	} else {
-		m["dl.rank"], m["dl.world_size"], m["dl.local_rank"] = fmt.Sprint(rank), fmt.Sprint(worldSize), fmt.Sprint(rank)
-	}
-	return m
+	m := pcommon.NewMap()
+	r.PutResource(m)
+	return m.AsRaw()
 }
 
 // singleNodeHarness is one nemo_run component (traces and metrics
@@ -111,7 +110,7 @@ func (h *singleNodeHarness) start(ctx context.Context, t *testing.T, signal stri
 		for _, r := range resources {
 			rs := td.ResourceSpans().AppendEmpty()
 			require.NoError(t, rs.Resource().Attributes().FromRaw(r))
-			rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("megatron.train_step")
+			rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName(attrkey.MegatronTrainStep)
 		}
 		go func() {
 			defer close(s.done)

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -22,6 +20,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
@@ -47,100 +48,41 @@ func loadLensVectors(tb testing.TB) lensVectors {
 	return v
 }
 
-// rankProcess describes one emulated training process.
-type rankProcess struct {
-	run, group string // "" leaves the attribute out
-	rank       int64
-	worldSize  int64 // 0 leaves the attribute out
-	localRank  int64 // -1 leaves the attribute out
-	asString   bool  // send rank identity as strings, as OTEL_RESOURCE_ATTRIBUTES does
-	oldKeys    bool  // dl.* instead of nv.dl.*
-}
+// rankName names a rank in span names, metric names and log bodies so that
+// the output can be read back as a set of ranks: run/group/rank.
+func rankName(r lensfixture.Rank) string { return fmt.Sprintf("%s/%s/%d", r.Run, r.Group, r.Rank) }
 
-// fillResource sets the resource attributes NeMo Lens would send for p.
-func (p rankProcess) fillResource(attrs pcommon.Map) {
-	attrs.PutStr("service.name", "nemo")
-	if p.run != "" {
-		attrs.PutStr("nemo.run.id", p.run)
-		attrs.PutStr("service.instance.id", fmt.Sprintf("%s-rank%d", p.run, p.rank))
-	}
-	if p.group != "" {
-		attrs.PutStr("rl.worker_group", p.group)
-	}
-	prefix := "nv.dl."
-	if p.oldKeys {
-		prefix = "dl."
-	}
-	put := func(key string, v int64) {
-		if p.asString {
-			attrs.PutStr(prefix+key, strconv.FormatInt(v, 10))
-		} else {
-			attrs.PutInt(prefix+key, v)
-		}
-	}
-	put("rank", p.rank)
-	if p.worldSize > 0 {
-		put("world_size", p.worldSize)
-	}
-	if p.localRank >= 0 {
-		put("local_rank", p.localRank)
-	}
-}
-
-// id names the process in span names, metric names and log bodies so that
-// the output can be read back as a set of processes.
-func (p rankProcess) id() string { return fmt.Sprintf("%s/%s/%d", p.run, p.group, p.rank) }
-
-// fleet returns every rank of each (run, group, world size), alternating int
-// and string values and the two key spellings.
-func fleet(groups ...rankProcess) []rankProcess {
-	var out []rankProcess
-	for _, g := range groups {
-		for r := range g.worldSize {
-			p := g
-			p.rank = r
-			p.localRank = r % 8
-			p.asString = r%2 == 1
-			p.oldKeys = (r/2)%2 == 1
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// tracesFor builds one batch with a resource per process and one
-// megatron.train_step span named after the process.
-func tracesFor(procs []rankProcess) ptrace.Traces {
+// tracesFor builds one batch with a resource per rank and one span, carrying
+// megatron.iteration like a step span, named after the rank.
+func tracesFor(ranks []lensfixture.Rank) ptrace.Traces {
 	td := ptrace.NewTraces()
-	for _, p := range procs {
-		rs := td.ResourceSpans().AppendEmpty()
-		p.fillResource(rs.Resource().Attributes())
-		span := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
-		span.SetName(p.id())
-		span.Attributes().PutInt("megatron.iteration", 1)
+	for _, r := range ranks {
+		span := lensfixture.AppendResource(td, r).AppendEmpty()
+		span.SetName(rankName(r))
+		span.Attributes().PutInt(attrkey.MegatronIteration, 1)
 	}
 	return td
 }
 
-func metricsFor(procs []rankProcess) pmetric.Metrics {
+func metricsFor(ranks []lensfixture.Rank) pmetric.Metrics {
 	md := pmetric.NewMetrics()
-	for _, p := range procs {
+	for _, r := range ranks {
 		rm := md.ResourceMetrics().AppendEmpty()
-		p.fillResource(rm.Resource().Attributes())
+		r.PutResource(rm.Resource().Attributes())
 		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-		m.SetName(p.id())
+		m.SetName(rankName(r))
 		m.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(2.5)
 	}
 	return md
 }
 
-func logsFor(procs []rankProcess) plog.Logs {
+func logsFor(ranks []lensfixture.Rank) plog.Logs {
 	ld := plog.NewLogs()
-	for _, p := range procs {
+	for _, r := range ranks {
 		rl := ld.ResourceLogs().AppendEmpty()
-		p.fillResource(rl.Resource().Attributes())
+		r.PutResource(rl.Resource().Attributes())
 		lr := rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
-		lr.Body().SetStr(p.id())
+		lr.Body().SetStr(rankName(r))
 		lr.SetSeverityNumber(plog.SeverityNumberInfo)
 	}
 	return ld
@@ -149,13 +91,8 @@ func logsFor(procs []rankProcess) plog.Logs {
 func spanNames(batches []ptrace.Traces) []string {
 	var names []string
 	for _, td := range batches {
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			sss := td.ResourceSpans().At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				for k := 0; k < sss.At(j).Spans().Len(); k++ {
-					names = append(names, sss.At(j).Spans().At(k).Name())
-				}
-			}
+		for _, s := range pdatautil.Spans(td) {
+			names = append(names, s.Name())
 		}
 	}
 	return names

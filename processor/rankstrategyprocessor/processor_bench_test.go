@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -18,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 )
 
@@ -61,76 +62,73 @@ func (c *processorClock) report(b *testing.B, items int, unit string) {
 	}
 }
 
-// megatronResource sets what a NeMo Lens rank of a 1,000-rank Megatron job on
-// SLURM sends as its resource.
-func megatronResource(attrs pcommon.Map, rank int) {
-	attrs.PutStr("service.name", "megatron")
-	attrs.PutStr("service.instance.id", fmt.Sprintf("4831207-rank%d", rank))
-	attrs.PutStr("nemo.run.id", "4831207")
-	attrs.PutStr("wandb.entity", "nvidia")
-	attrs.PutStr("wandb.project", "gpt-175b")
-	attrs.PutStr("deployment.environment", "prod")
-	attrs.PutInt("nv.dl.rank", int64(rank))
-	attrs.PutInt("nv.dl.world_size", benchRanks)
-	attrs.PutInt("nv.dl.local_rank", int64(rank%8))
-	attrs.PutInt("nv.dl.topology.size.tp", 8)
-	attrs.PutInt("nv.dl.topology.size.pp", 5)
-	attrs.PutInt("nv.dl.topology.size.dp", 25)
-	attrs.PutStr("slurm.job.id", "4831207")
-	attrs.PutStr("slurm.job.name", "gpt-175b-pretrain")
-	attrs.PutStr("host.name", fmt.Sprintf("node%04d", rank/8))
-	attrs.PutInt("process.pid", int64(20000+rank))
+// benchRank is what a NeMo Lens rank of a 1,000-rank Megatron job on SLURM
+// sends as its resource: 16 attributes.
+func benchRank(rank int) lensfixture.Rank {
+	return lensfixture.Rank{
+		Run: "4831207", Rank: int64(rank), WorldSize: benchRanks, ServiceName: "megatron",
+		Extra: []lensfixture.KeyValue{
+			{Key: "wandb.entity", Value: "nvidia"}, {Key: "wandb.project", Value: "gpt-175b"},
+			{Key: "deployment.environment", Value: "prod"},
+			{Key: "nv.dl.topology.size.tp", Value: 8}, {Key: "nv.dl.topology.size.pp", Value: 5}, {Key: "nv.dl.topology.size.dp", Value: 25},
+			{Key: "slurm.job.id", Value: "4831207"}, {Key: "slurm.job.name", Value: "gpt-175b-pretrain"},
+		},
+	}
 }
 
-// megatronStep appends one training step's spans (a megatron.train_step
-// subtree, 20 spans) as a per_step NeMo Lens rank exports them.
-func megatronStep(spans ptrace.SpanSlice, rank, iteration int) {
-	traceID := pcommon.TraceID{0x4c, byte(iteration), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
-	spanID := func(n int) pcommon.SpanID {
-		return pcommon.SpanID{byte(rank >> 8), byte(rank), byte(iteration >> 8), byte(iteration), 0, 0, 0, byte(n + 1)}
+// benchRun is the 1,000-rank job in the given shape.
+func benchRun(shape lensfixture.Shape) lensfixture.Run {
+	ranks := make([]lensfixture.Rank, benchRanks)
+	for r := range ranks {
+		ranks[r] = benchRank(r)
 	}
-	start := pcommon.Timestamp(1_750_000_000_000_000_000 + uint64(iteration)*1_000_000_000)
-	n := 0
-	add := func(name string, parent int) ptrace.Span {
-		s := spans.AppendEmpty()
-		s.SetName(name)
-		s.SetTraceID(traceID)
-		s.SetSpanID(spanID(n))
-		if parent >= 0 {
-			s.SetParentSpanID(spanID(parent))
+	step := lensfixture.DefaultStep
+	step.MicroBatches = benchMicroBatches
+	return lensfixture.Run{Ranks: ranks, Shape: shape, Step: step}
+}
+
+// benchMicroBatches gives a step of lensfixture.SpansPerStep(5, false) = 20
+// spans, the step README.md's measurements are for.
+const benchMicroBatches = 5
+
+// appendBenchStep appends rank's step of iteration, in the order the rank
+// exports it, with the attributes Megatron-LM puts on its spans beyond the
+// fixture's iteration: the step's loss and grad norm, the micro-batch ids,
+// the pipeline rank, the optimizer's outcome. They weigh on what a held span
+// costs.
+func appendBenchStep(run lensfixture.Run, spans ptrace.SpanSlice, rank, iteration int64) {
+	from := spans.Len()
+	run.AppendStep(spans, run.Ranks[rank], iteration)
+	var forward, backward int64 // micro-batches end, and so are exported, in order
+	for i := from; i < spans.Len(); i++ {
+		s := spans.At(i)
+		attrs := s.Attributes()
+		switch s.Name() {
+		case run.Shape.StepName:
+			attrs.PutDouble("megatron.loss", 2.345)
+			attrs.PutDouble("megatron.grad_norm", 0.87)
+			attrs.PutInt("megatron.num_microbatches", benchMicroBatches)
+		case lensfixture.MicrobatchForward:
+			attrs.PutInt("megatron.microbatch_id", forward)
+			forward++
+		case lensfixture.MicrobatchBack:
+			attrs.PutInt("megatron.microbatch_id", backward)
+			backward++
+		case lensfixture.LayerForward:
+			attrs.PutInt("dl.pipeline_parallel.rank", rank%5)
+		case lensfixture.Optimizer:
+			attrs.PutBool("megatron.update_successful", true)
 		}
-		s.SetStartTimestamp(start + pcommon.Timestamp(n*1_000_000))
-		s.SetEndTimestamp(start + pcommon.Timestamp(n*1_000_000+900_000))
-		s.Attributes().PutInt("megatron.iteration", int64(iteration))
-		n++
-		return s
 	}
-	step := add("megatron.train_step", -1)
-	step.Attributes().PutDouble("megatron.loss", 2.345)
-	step.Attributes().PutDouble("megatron.grad_norm", 0.87)
-	step.Attributes().PutInt("megatron.num_microbatches", 4)
-	add("megatron.forward_backward", 0)
-	for mb := range 4 {
-		fwd := add("megatron.microbatch.forward", 1)
-		fwd.Attributes().PutInt("megatron.microbatch_id", int64(mb))
-		p := n - 1
-		add("megatron.layer.self_attention", p).Attributes().PutInt("dl.pipeline_parallel.rank", int64(rank%5))
-		add("megatron.p2p.send_forward", p)
-		add("megatron.microbatch.backward", 1).Attributes().PutInt("megatron.microbatch_id", int64(mb))
-	}
-	add("megatron.grad_sync.finish", 0)
-	add("megatron.optimizer_step", 0).Attributes().PutBool("megatron.update_successful", true)
 }
 
-// benchTraces is one batch holding one step from each of 1,000 ranks.
+// benchTraces is one batch holding one step from each of 1,000 ranks, each
+// step its own trace, as a per_step NeMo Lens rank exports it.
 func benchTraces() ptrace.Traces {
+	run := benchRun(lensfixture.Shape{StepName: attrkey.MegatronTrainStep, StepsAreRoots: true})
 	td := ptrace.NewTraces()
-	for rank := range benchRanks {
-		rs := td.ResourceSpans().AppendEmpty()
-		megatronResource(rs.Resource().Attributes(), rank)
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName("megatron.core")
-		megatronStep(ss.Spans(), rank, 1000)
+	for rank := range int64(benchRanks) {
+		appendBenchStep(run, lensfixture.AppendResource(td, run.Ranks[rank]), rank, 1000)
 	}
 	return td
 }
@@ -311,27 +309,24 @@ func (f consumerFunc) ConsumeTraces(ctx context.Context, td ptrace.Traces) error
 func (consumerFunc) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 // BenchmarkMetricsAndLogs covers the other two signals, single_rank against
-// pass-through over 1,000 ranks: 8 Megatron gauges per rank, and 5 log
-// records per rank, measured as in BenchmarkTraces.
+// pass-through over 1,000 ranks: a step's training metrics per rank
+// (lensfixture.MetricsPerStep points), and 5 log records per rank, measured
+// as in BenchmarkTraces.
 func BenchmarkMetricsAndLogs(b *testing.B) {
+	run := benchRun(lensfixture.Shape{})
 	md := pmetric.NewMetrics()
 	ld := plog.NewLogs()
-	for rank := range benchRanks {
+	for _, rank := range run.Ranks {
 		rm := md.ResourceMetrics().AppendEmpty()
-		megatronResource(rm.Resource().Attributes(), rank)
-		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
-		for _, name := range []string{"loss", "throughput_tflops", "tokens_per_sec", "grad_norm", "learning_rate", "memory_allocated_gb", "skipped_iters", "step_duration_ms"} {
-			m := ms.AppendEmpty()
-			m.SetName("megatron.training." + name)
-			m.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(1.5)
-		}
+		rank.PutResource(rm.Resource().Attributes())
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(lensfixture.ScopeName)
+		run.AppendMetrics(sm.Metrics(), rank, 1000)
 		rl := ld.ResourceLogs().AppendEmpty()
-		megatronResource(rl.Resource().Attributes(), rank)
+		rank.PutResource(rl.Resource().Attributes())
 		lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
-		for i := range 5 {
-			lr := lrs.AppendEmpty()
-			lr.SetSeverityNumber(plog.SeverityNumberInfo)
-			lr.Body().SetStr(fmt.Sprintf("iteration %d done", i))
+		for i := range int64(5) {
+			run.AppendLog(lrs, rank, 1000+i, plog.SeverityNumberInfo, fmt.Sprintf("iteration %d done", 1000+i))
 		}
 	}
 	cfg := createDefaultConfig().(*Config)

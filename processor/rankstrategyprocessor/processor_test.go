@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
 
@@ -24,12 +25,12 @@ import (
 // 4096-rank group (ranks 0..4095, the range of the reference vectors), a
 // 48-rank group of the same run, the same group name in another run, and a
 // Megatron run without worker groups.
-func mixedFleet() []rankProcess {
-	return fleet(
-		rankProcess{run: "run-a", group: "policy", worldSize: 4096},
-		rankProcess{run: "run-a", group: "generation", worldSize: 48},
-		rankProcess{run: "run-b", group: "policy", worldSize: 100},
-		rankProcess{run: "run-c", worldSize: 16},
+func mixedFleet() []lensfixture.Rank {
+	return slices.Concat(
+		lensfixture.Fleet(lensfixture.Rank{Run: "run-a", Group: "policy", WorldSize: 4096}),
+		lensfixture.Fleet(lensfixture.Rank{Run: "run-a", Group: "generation", WorldSize: 48}),
+		lensfixture.Fleet(lensfixture.Rank{Run: "run-b", Group: "policy", WorldSize: 100}),
+		lensfixture.Fleet(lensfixture.Rank{Run: "run-c", WorldSize: 16}),
 	)
 }
 
@@ -48,16 +49,16 @@ func TestStrategiesOverFleet(t *testing.T) {
 	type strategyCase struct {
 		name string
 		edit func(*Config)
-		keep func(p rankProcess) bool
+		keep func(p lensfixture.Rank) bool
 	}
 	cases := []strategyCase{
-		{"single_rank last", nil, func(p rankProcess) bool { return p.rank == p.worldSize-1 }},
-		{"single_rank 0", func(c *Config) { c.ExportRank = 0 }, func(p rankProcess) bool { return p.rank == 0 }},
-		{"single_rank 47", func(c *Config) { c.ExportRank = 47 }, func(p rankProcess) bool { return p.rank == 47 }},
-		{"all_ranks", func(c *Config) { c.Strategy = StrategyAllRanks }, func(rankProcess) bool { return true }},
-		{"first_rank_per_node", func(c *Config) { c.Strategy = StrategyFirstRankPerNode }, func(p rankProcess) bool { return p.rank%8 == 0 }},
-		{"ranks", func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0,7,64-71" }, func(p rankProcess) bool {
-			return p.rank == 0 || p.rank == 7 || (p.rank >= 64 && p.rank <= 71)
+		{"single_rank last", nil, func(p lensfixture.Rank) bool { return p.Rank == p.WorldSize-1 }},
+		{"single_rank 0", func(c *Config) { c.ExportRank = 0 }, func(p lensfixture.Rank) bool { return p.Rank == 0 }},
+		{"single_rank 47", func(c *Config) { c.ExportRank = 47 }, func(p lensfixture.Rank) bool { return p.Rank == 47 }},
+		{"all_ranks", func(c *Config) { c.Strategy = StrategyAllRanks }, func(lensfixture.Rank) bool { return true }},
+		{"first_rank_per_node", func(c *Config) { c.Strategy = StrategyFirstRankPerNode }, func(p lensfixture.Rank) bool { return p.LocalRank() == 0 }},
+		{"ranks", func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0,7,64-71" }, func(p lensfixture.Rank) bool {
+			return p.Rank == 0 || p.Rank == 7 || (p.Rank >= 64 && p.Rank <= 71)
 		}},
 	}
 	for _, c := range vectors.Cases {
@@ -65,7 +66,7 @@ func TestStrategiesOverFleet(t *testing.T) {
 		cases = append(cases, strategyCase{
 			fmt.Sprintf("sampled %v", rate),
 			func(cfg *Config) { cfg.Strategy = StrategySampled; cfg.SampleRate = rate },
-			func(p rankProcess) bool { return sampledKept[rate][p.rank] },
+			func(p lensfixture.Rank) bool { return sampledKept[rate][p.Rank] },
 		})
 	}
 
@@ -75,7 +76,7 @@ func TestStrategiesOverFleet(t *testing.T) {
 			var want []string
 			for _, p := range procs {
 				if tc.keep(p) {
-					want = append(want, p.id())
+					want = append(want, rankName(p))
 				}
 			}
 			h := newHarness(t, tc.edit)
@@ -102,10 +103,13 @@ func TestStrategiesOverFleet(t *testing.T) {
 func TestSampledRankEncodingDoesNotMatter(t *testing.T) {
 	const rate = 0.1
 	h := newHarness(t, func(c *Config) { c.Strategy = StrategySampled; c.SampleRate = rate })
-	var procs []rankProcess
+	var procs []lensfixture.Rank
 	for r := range int64(4096) {
 		for _, enc := range []struct{ str, old bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-			procs = append(procs, rankProcess{run: fmt.Sprintf("str=%v,old=%v", enc.str, enc.old), rank: r, localRank: -1, asString: enc.str, oldKeys: enc.old})
+			// The rank alone: no world size, local rank or host.
+			procs = append(procs, lensfixture.Rank{
+				Run: fmt.Sprintf("str=%v,old=%v", enc.str, enc.old), Rank: r, NoLocalRank: true, NoHost: true, AsString: enc.str, LegacyKeys: enc.old,
+			})
 		}
 	}
 	require.NoError(t, h.traces.ConsumeTraces(t.Context(), tracesFor(procs)))
@@ -117,7 +121,7 @@ func TestSampledRankEncodingDoesNotMatter(t *testing.T) {
 		}
 		for _, r := range c.Kept {
 			for _, p := range procs[4*r : 4*r+4] {
-				want = append(want, p.id())
+				want = append(want, rankName(p))
 			}
 		}
 	}
@@ -133,10 +137,10 @@ func TestOnMissingRank(t *testing.T) {
 		rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName(name)
 	}
 	build := func() ptrace.Traces {
-		td := tracesFor([]rankProcess{{run: "r", rank: 1, worldSize: 2, localRank: 1}, {run: "r", rank: 0, worldSize: 2, localRank: 0}})
+		td := tracesFor([]lensfixture.Rank{{Run: "r", Rank: 1, WorldSize: 2}, {Run: "r", Rank: 0, WorldSize: 2}})
 		noRank(td, "no rank", func(pcommon.Map) {})
-		noRank(td, "garbage rank", func(m pcommon.Map) { m.PutStr("nv.dl.rank", "rank-three") })
-		noRank(td, "no world size", func(m pcommon.Map) { m.PutInt("nv.dl.rank", 5) })
+		noRank(td, "garbage rank", func(m pcommon.Map) { m.PutStr(attrkey.DLRank, "rank-three") })
+		noRank(td, "no world size", func(m pcommon.Map) { m.PutInt(attrkey.DLRank, 5) })
 		return td
 	}
 	for _, tc := range []struct {
@@ -175,7 +179,7 @@ func itemAttrs(signal string, r reason) attribute.Set {
 
 func TestMissingWorldSizeWarnsOnce(t *testing.T) {
 	h := newHarness(t, nil)
-	procs := []rankProcess{{run: "r", rank: 3, localRank: 3}, {run: "r", rank: 2, localRank: 2}}
+	procs := []lensfixture.Rank{{Run: "r", Rank: 3}, {Run: "r", Rank: 2}}
 	for range 5 {
 		require.NoError(t, h.traces.ConsumeTraces(t.Context(), tracesFor(procs)))
 	}
@@ -195,31 +199,32 @@ func erroredTraces() ptrace.Traces {
 	td := ptrace.NewTraces()
 	for _, rank := range []int64{1, 0} {
 		rs := td.ResourceSpans().AppendEmpty()
-		rankProcess{run: "r", rank: rank, worldSize: 2, localRank: rank}.fillResource(rs.Resource().Attributes())
+		lensfixture.Rank{Run: "r", Rank: rank, WorldSize: 2}.PutResource(rs.Resource().Attributes())
+		named := func(span string) string { return fmt.Sprintf("rank%d %s", rank, span) }
 		steps := rs.ScopeSpans().AppendEmpty()
 		steps.Scope().SetName("megatron")
 		ok := steps.Spans().AppendEmpty()
-		ok.SetName(fmt.Sprintf("rank%d megatron.train_step", rank))
+		ok.SetName(named(attrkey.MegatronTrainStep))
 		failed := steps.Spans().AppendEmpty()
-		failed.SetName(fmt.Sprintf("rank%d megatron.optimizer_step", rank))
+		failed.SetName(named(lensfixture.Optimizer))
 		failed.Status().SetCode(ptrace.StatusCodeError)
 		failed.Status().SetMessage("NaN in grad norm")
 
 		shutdown := rs.ScopeSpans().AppendEmpty()
 		shutdown.Scope().SetName("nemo.lens")
 		truncated := shutdown.Spans().AppendEmpty()
-		truncated.SetName(fmt.Sprintf("rank%d megatron.train", rank))
+		truncated.SetName(named(lensfixture.Train))
 		truncated.Attributes().PutBool(attrkey.SpanTruncated, true)
 		truncatedStr := shutdown.Spans().AppendEmpty()
-		truncatedStr.SetName(fmt.Sprintf("rank%d megatron.pretrain", rank))
+		truncatedStr.SetName(named(lensfixture.Pretrain))
 		truncatedStr.Attributes().PutStr(attrkey.SpanTruncated, "true")
 		notTruncated := shutdown.Spans().AppendEmpty()
-		notTruncated.SetName(fmt.Sprintf("rank%d megatron.evaluate", rank))
+		notTruncated.SetName(named("megatron.evaluate"))
 		notTruncated.Attributes().PutBool(attrkey.SpanTruncated, false)
 
 		// A scope with nothing worth keeping disappears from a dropped rank.
 		other := rs.ScopeSpans().AppendEmpty()
-		other.Spans().AppendEmpty().SetName(fmt.Sprintf("rank%d megatron.layer.forward", rank))
+		other.Spans().AppendEmpty().SetName(named(lensfixture.LayerForward))
 	}
 	return td
 }
@@ -234,10 +239,10 @@ func TestKeepErrorsFromDroppedRanks(t *testing.T) {
 	dropped.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
 		ss.Spans().RemoveIf(func(s ptrace.Span) bool {
 			switch s.Name() {
-			case "rank0 megatron.optimizer_step":
+			case "rank0 " + lensfixture.Optimizer:
 				s.Attributes().PutStr(attrkey.KeptReason, "error")
 				return false
-			case "rank0 megatron.train", "rank0 megatron.pretrain":
+			case "rank0 " + lensfixture.Train, "rank0 " + lensfixture.Pretrain:
 				s.Attributes().PutStr(attrkey.KeptReason, "truncated")
 				return false
 			}
@@ -276,7 +281,7 @@ func severeLogs() plog.Logs {
 	ld := plog.NewLogs()
 	for _, rank := range []int64{1, 0} {
 		rl := ld.ResourceLogs().AppendEmpty()
-		rankProcess{run: "r", rank: rank, worldSize: 2, localRank: rank}.fillResource(rl.Resource().Attributes())
+		lensfixture.Rank{Run: "r", Rank: rank, WorldSize: 2}.PutResource(rl.Resource().Attributes())
 		records := rl.ScopeLogs().AppendEmpty().LogRecords()
 		add := func(body string, sn plog.SeverityNumber, text string) {
 			lr := records.AppendEmpty()
@@ -350,23 +355,22 @@ func TestKeepErrorsOffDropsSevereLogs(t *testing.T) {
 
 func TestMetricsDroppedWholeAndCountedInDataPoints(t *testing.T) {
 	h := newHarness(t, nil)
-	procs := fleet(rankProcess{run: "r", worldSize: 4})
-	md := metricsFor(procs)
+	md := metricsFor(lensfixture.Fleet(lensfixture.Rank{Run: "r", WorldSize: 4}))
 	// Give every resource a histogram with three points too: five data points each.
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		ms := md.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics()
 		hist := ms.AppendEmpty()
-		hist.SetName("megatron.training.step_duration_ms")
+		hist.SetName(lensfixture.StepDurationMetric)
 		dps := hist.SetEmptyHistogram().DataPoints()
 		for range 3 {
 			dps.AppendEmpty().SetCount(1)
 		}
 		sum := ms.AppendEmpty()
-		sum.SetName("megatron.training.skipped_iters")
+		sum.SetName(lensfixture.SkippedItersMetric)
 		sum.SetEmptySum().DataPoints().AppendEmpty().SetIntValue(0)
 	}
 	require.NoError(t, h.metrics.ConsumeMetrics(t.Context(), md))
-	assert.Equal(t, []string{"r//3", "megatron.training.step_duration_ms", "megatron.training.skipped_iters"}, metricNames(h.msink.AllMetrics()))
+	assert.Equal(t, []string{"r//3", lensfixture.StepDurationMetric, lensfixture.SkippedItersMetric}, metricNames(h.msink.AllMetrics()))
 
 	metadatatest.AssertEqualProcessorRankStrategyItemsKept(t, h.tel, []metricdata.DataPoint[int64]{
 		{Attributes: itemAttrs("metrics", reasonSelected), Value: 5},
@@ -384,7 +388,7 @@ func TestDroppedResourcesDoNotAllocate(t *testing.T) {
 		cfg.KeepErrors = keepErrors
 		p, err := newRankStrategyProcessor(nopSettings(), cfg, pipeline.SignalTraces)
 		require.NoError(t, err)
-		input := tracesFor(fleet(rankProcess{run: "r", group: "g", worldSize: 1000}))
+		input := tracesFor(lensfixture.Fleet(lensfixture.Rank{Run: "r", Group: "g", WorldSize: 1000}))
 		batches := make([]ptrace.Traces, 102)
 		for i := range batches {
 			batches[i] = ptrace.NewTraces()
@@ -424,15 +428,15 @@ func assertSameTraces(t *testing.T, want, got ptrace.Traces) {
 // The collector may call one processor from several receivers' goroutines
 // at once; the world-size memory and the sampled memo are shared.
 func TestConcurrentBatches(t *testing.T) {
-	procs := fleet(
-		rankProcess{run: "run-a", group: "policy", worldSize: 64},
-		rankProcess{run: "run-a", group: "generation", worldSize: 8},
+	procs := slices.Concat(
+		lensfixture.Fleet(lensfixture.Rank{Run: "run-a", Group: "policy", WorldSize: 64}),
+		lensfixture.Fleet(lensfixture.Rank{Run: "run-a", Group: "generation", WorldSize: 8}),
 	)
 	// Half the resources carry no world size: they rely on the memory.
 	withoutWorldSize := slices.Clone(procs)
 	for i := range withoutWorldSize {
-		if withoutWorldSize[i].rank != withoutWorldSize[i].worldSize-1 {
-			withoutWorldSize[i].worldSize = 0
+		if withoutWorldSize[i].Rank != withoutWorldSize[i].WorldSize-1 {
+			withoutWorldSize[i].WorldSize = 0
 		}
 	}
 	h := newHarness(t, nil)

@@ -3,118 +3,51 @@ package rankstrategyprocessor
 import (
 	"context"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
 )
 
-// benchStepTree is the 20-span Megatron step of megatronStep, in start
-// order: span 0 is megatron.train_step.
-var benchStepTree = func() []stepNode {
-	tree := []stepNode{{"megatron.train_step", -1}, {"megatron.forward_backward", 0}}
-	for range 4 {
-		fwd := len(tree)
-		tree = append(tree,
-			stepNode{"megatron.microbatch.forward", 1},
-			stepNode{"megatron.layer.self_attention", fwd},
-			stepNode{"megatron.p2p.send_forward", fwd},
-			stepNode{"megatron.microbatch.backward", 1})
-	}
-	return append(tree, stepNode{"megatron.grad_sync.finish", 0}, stepNode{"megatron.optimizer_step", 0})
-}()
-
-// benchRankStep appends one rank's synchronous step as NeMo Lens exports
-// it: spans in reverse start order (children first, the step span last),
-// each with the attributes megatronStep gives it. The rank computes for
-// compute; it then waits in grad_sync.finish until the slowest rank has
-// computed and 100ms more have passed, and runs the optimizer for 150ms.
-func benchRankStep(spans ptrace.SpanSlice, rank, iteration int, compute, slowest time.Duration) {
-	traceID := pcommon.TraceID{0x4c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
-	spanID := func(n int) pcommon.SpanID {
-		return pcommon.SpanID{byte(rank >> 8), byte(rank), byte(iteration >> 16), byte(iteration >> 8), byte(iteration), 0, 0, byte(n + 1)}
-	}
-	start := pcommon.Timestamp(1_750_000_000_000_000_000 + uint64(iteration)*uint64(2*time.Second))
-	at := func(d time.Duration) pcommon.Timestamp { return start + pcommon.Timestamp(d) }
-	syncEnd := slowest + 100*time.Millisecond
-	slot := compute / 4 // one micro-batch
-	for n, node := range slices.Backward(benchStepTree) {
-		s := spans.AppendEmpty()
-		s.SetName(node.name)
-		s.SetTraceID(traceID)
-		s.SetSpanID(spanID(n))
-		mb := time.Duration((n - 2) / 4)
-		from, to := time.Duration(0), compute
-		switch node.name {
-		case "megatron.train_step":
-			to = syncEnd + 150*time.Millisecond
-		case "megatron.microbatch.forward":
-			from, to = mb*slot, mb*slot+slot*4/10
-		case "megatron.layer.self_attention":
-			from, to = mb*slot, mb*slot+slot*3/10
-		case "megatron.p2p.send_forward":
-			from, to = mb*slot+slot*3/10, mb*slot+slot*4/10
-		case "megatron.microbatch.backward":
-			from, to = mb*slot+slot*4/10, (mb+1)*slot
-		case "megatron.grad_sync.finish":
-			from, to = compute, syncEnd
-		case "megatron.optimizer_step":
-			from, to = syncEnd, syncEnd+150*time.Millisecond
-		}
-		s.SetStartTimestamp(at(from))
-		s.SetEndTimestamp(at(to))
-		if node.parent >= 0 {
-			s.SetParentSpanID(spanID(node.parent))
-		} else {
-			s.SetParentSpanID(pcommon.SpanID{0xbb, byte(rank >> 8), byte(rank), 0, 0, 0, 0, 1})
-			s.Attributes().PutDouble("megatron.loss", 2.345)
-			s.Attributes().PutDouble("megatron.grad_norm", 0.87)
-			s.Attributes().PutInt("megatron.num_microbatches", 4)
-		}
-		s.Attributes().PutInt("megatron.iteration", int64(iteration))
-		switch node.name {
-		case "megatron.microbatch.forward", "megatron.microbatch.backward":
-			s.Attributes().PutInt("megatron.microbatch_id", int64(mb))
-		case "megatron.layer.self_attention":
-			s.Attributes().PutInt("dl.pipeline_parallel.rank", int64(rank%5))
-		case "megatron.optimizer_step":
-			s.Attributes().PutBool("megatron.update_successful", true)
-		}
-	}
-}
-
-// benchStepBatches is one synchronous step of a 1,000-rank run as the
-// receiver hands it over: one batch per rank. Rank 17 computes twice as
-// long on every tenth step.
-func benchStepBatches(iteration int) []ptrace.Traces {
-	computeOf := func(rank int) time.Duration {
+// benchStragglerRun is the 1,000-rank run of the straggler benchmarks, its
+// steps under the run-long job span: every rank computes a second plus a
+// microsecond per rank, rank 17 twice as long on every tenth step, then
+// waits in the gradient sync for the slowest rank and 100ms more, and runs
+// the optimizer for 150ms.
+var benchStragglerRun = func() lensfixture.Run {
+	run := benchRun(lensfixture.Shape{StepName: attrkey.MegatronTrainStep})
+	run.Period = 3 * time.Second // beyond the slow steps' 2.25s
+	run.Step.GradSync, run.Step.Optimizer = 100*time.Millisecond, 150*time.Millisecond
+	run.Compute = func(rank, iteration int64) time.Duration {
 		c := time.Second + time.Duration(rank)*time.Microsecond
 		if rank == 17 && iteration%10 == 0 {
 			c *= 2
 		}
 		return c
 	}
-	var slowest time.Duration
-	for rank := range benchRanks {
-		slowest = max(slowest, computeOf(rank))
-	}
+	return run.Memoized()
+}()
+
+// benchSpansPerStep is the spans of one rank's step.
+var benchSpansPerStep = lensfixture.SpansPerStep(benchMicroBatches, false)
+
+// benchStepBatches is one synchronous step of a 1,000-rank run as the
+// receiver hands it over: one batch per rank, its spans in the order the
+// rank exports them (children first, the step span last).
+func benchStepBatches(iteration int) []ptrace.Traces {
 	out := make([]ptrace.Traces, benchRanks)
-	for rank := range benchRanks {
+	for rank := range int64(benchRanks) {
 		td := ptrace.NewTraces()
-		rs := td.ResourceSpans().AppendEmpty()
-		megatronResource(rs.Resource().Attributes(), rank)
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName("megatron.core")
-		benchRankStep(ss.Spans(), rank, iteration, computeOf(rank), slowest)
+		appendBenchStep(benchStragglerRun, lensfixture.AppendResource(td, benchStragglerRun.Ranks[rank]), rank, int64(iteration))
 		out[rank] = td
 	}
 	return out
@@ -192,7 +125,7 @@ func measureBytesPerHeldSpan(b *testing.B) float64 {
 	}
 	after := heapInUse()
 	held := s.held()
-	require.Equal(b, 10*(benchRanks-1)*len(benchStepTree), held)
+	require.Equal(b, 10*(benchRanks-1)*benchSpansPerStep, held)
 	return float64(after-before) / float64(held)
 }
 
@@ -214,7 +147,7 @@ func measureBytesPerHeldSpan(b *testing.B) float64 {
 // filling a buffer with ten steps and reading the heap.
 func BenchmarkStragglers(b *testing.B) {
 	bytesPerSpan := measureBytesPerHeldSpan(b)
-	spansPerStep := benchRanks * len(benchStepTree)
+	spansPerStep := benchRanks * benchSpansPerStep
 	for _, mode := range []struct {
 		name       string
 		stragglers bool

@@ -3,6 +3,7 @@ package rankstrategyprocessor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 // With max_buffered_spans far below a run's volume, the oldest steps are
@@ -19,9 +22,9 @@ import (
 // the stragglers are still found, since a step is only decided early once
 // younger steps arrive; every span is counted kept or dropped.
 func TestStragglersMemoryBound(t *testing.T) {
-	const bound = 1000 // about 1.5 steps of 63 dropped ranks x 10 spans
+	bound := 63 * spansPerStep * 3 / 2 // 1.5 steps of the 63 dropped ranks
 	h := newStragglerHarness(t, func(c *Config) { c.Stragglers.Get().MaxBufferedSpans = bound }, nil)
-	run := newTrainingRun(64)
+	run := newTrainingRun(64, map[int64]map[int64]float64{5: {17: 2}, 9: {17: 2}})
 	b := h.p.stragglers
 	maxHeld := 0
 	check := func() {
@@ -34,13 +37,8 @@ func TestStragglersMemoryBound(t *testing.T) {
 	}
 	sent := 0
 	for it := int64(1); it <= 20; it++ {
-		slow := map[int64]float64{}
-		if it == 5 || it == 9 {
-			slow[17] = 2
-		}
-		timing := run.timing(slow)
-		for rank := range run.worldSize {
-			h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+		for rank := range run.worldSize() {
+			h.consume(t, run.batch(rank, it, endOrder...))
 			sent += len(endOrder)
 			check()
 		}
@@ -73,13 +71,12 @@ func TestStragglersWithoutStepSpans(t *testing.T) {
 		c.Stragglers.Get().MaxBufferedSpans = bound
 		c.Stragglers.Get().StepSpanNames = []string{"megatron.step"}
 	}, nil)
-	run := newTrainingRun(64)
+	run := newTrainingRun(64, nil)
 	b := h.p.stragglers
 	sent := 0
-	timing := run.timing(nil)
 	for it := int64(1); it <= 3; it++ {
-		for rank := range run.worldSize {
-			h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+		for rank := range run.worldSize() {
+			h.consume(t, run.batch(rank, it, endOrder...))
 			sent += len(endOrder)
 			b.mu.Lock()
 			held := b.held
@@ -89,7 +86,7 @@ func TestStragglersWithoutStepSpans(t *testing.T) {
 		h.clock.Advance(time.Second)
 	}
 	h.clock.Advance(10 * time.Second)
-	assert.Equal(t, int64(sent-3*len(stepTree)), h.items(t, false, reasonNotSelected))
+	assert.Equal(t, int64(sent-3*spansPerStep), h.items(t, false, reasonNotSelected))
 	assert.Zero(t, h.total(t, "stragglers_steps_decided"))
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
 	warnings := h.logged.FilterMessageSnippet("no span named").All()
@@ -103,19 +100,14 @@ func TestStragglersWithoutStepSpans(t *testing.T) {
 // before it returns.
 func TestStragglersShutdownFlushes(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
-	run := newTrainingRun(32)
+	run := newTrainingRun(32, map[int64]map[int64]float64{2: {17: 2}})
 	for it := int64(1); it <= 3; it++ {
-		slow := map[int64]float64{}
-		if it == 2 {
-			slow[17] = 2
-		}
-		timing := run.timing(slow)
-		for rank := range run.worldSize {
-			h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+		for rank := range run.worldSize() {
+			h.consume(t, run.batch(rank, it, endOrder...))
 		}
 	}
 	// A span still waiting for its step is dropped at shutdown.
-	h.consume(t, run.batch(4, 4, run.timing(nil)(4), 3))
+	h.consume(t, run.batch(4, 4, layerForward))
 	assert.Len(t, h.sink.AllTraces(), 3, "rank 31 passes through; no tick came, nothing decided yet")
 	h.shutdown(t)
 
@@ -130,13 +122,13 @@ func TestStragglersShutdownFlushes(t *testing.T) {
 	assert.Zero(t, h.total(t, "stragglers_early_decisions"))
 	assert.Zero(t, h.total(t, "stragglers_ranks_missing"), "a step cut off by shutdown counts no missing rank")
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
-	dropped := int64((3*31-1)*len(stepTree) + 1)
+	dropped := int64((3*31-1)*spansPerStep + 1)
 	assert.Equal(t, dropped, h.items(t, false, reasonNotSelected))
 
 	// After shutdown nothing is held any more.
-	require.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(4, 5, run.timing(nil)(4), endOrder...)))
+	require.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(4, 5, endOrder...)))
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
-	assert.Equal(t, dropped+int64(len(stepTree)), h.items(t, false, reasonNotSelected))
+	assert.Equal(t, dropped+int64(spansPerStep), h.items(t, false, reasonNotSelected))
 }
 
 // keep_errors passes a dropped rank's error span on at once; the buffer
@@ -144,26 +136,26 @@ func TestStragglersShutdownFlushes(t *testing.T) {
 // second time when the step is kept.
 func TestStragglersWithKeepErrors(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
-	run := newTrainingRun(8)
+	run := newTrainingRun(8, map[int64]map[int64]float64{1: {2: 2}})
 	withError := func(td ptrace.Traces) ptrace.Traces {
 		spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 		for i := 0; i < spans.Len(); i++ {
-			if spans.At(i).Name() == "megatron.forward_backward" {
+			if spans.At(i).Name() == lensfixture.ForwardBackward {
 				spans.At(i).Status().SetCode(ptrace.StatusCodeError)
 			}
 		}
 		return td
 	}
-	timing := run.timing(map[int64]float64{2: 2})
-	for rank := range run.worldSize {
-		// The error span arrives with the children, before the step span.
-		h.consume(t, withError(run.batch(rank, 1, timing(rank), endOrder[:7]...)))
-		h.consume(t, run.batch(rank, 1, timing(rank), endOrder[7:]...))
+	// The error span arrives with its children, before the step span.
+	fbSubtree := slices.Index(endOrder, forwardBackward) + 1
+	for rank := range run.worldSize() {
+		h.consume(t, withError(run.batch(rank, 1, endOrder[:fbSubtree]...)))
+		h.consume(t, run.batch(rank, 1, endOrder[fbSubtree:]...))
 	}
 	synchronous := describe(outputSpans(t, h.sink.AllTraces()))
 	var want []string
 	for rank := range int64(7) {
-		want = append(want, outSpan{rank: rank, iteration: 1, n: 1}.String()+"error")
+		want = append(want, outSpan{rank: rank, iteration: 1, n: forwardBackward}.String()+"error")
 	}
 	want = append(want, wholeStep(7, 1, "")...)
 	sort.Strings(want)
@@ -171,28 +163,27 @@ func TestStragglersWithKeepErrors(t *testing.T) {
 
 	h.clock.Advance(time.Second)
 	for _, s := range wholeStep(2, 1, "straggler") {
-		if s != (outSpan{rank: 2, iteration: 1, n: 1}).String()+"straggler" {
+		if s != (outSpan{rank: 2, iteration: 1, n: forwardBackward}).String()+"straggler" {
 			want = append(want, s)
 		}
 	}
 	sort.Strings(want)
 	assert.Equal(t, want, describe(outputSpans(t, h.sink.AllTraces())))
 	assert.Equal(t, int64(7), h.items(t, true, reasonError))
-	assert.Equal(t, int64(len(stepTree)-1), h.items(t, true, reasonStraggler))
-	assert.Equal(t, int64(6*(len(stepTree)-1)), h.items(t, false, reasonNotSelected))
+	assert.Equal(t, int64(spansPerStep-1), h.items(t, true, reasonStraggler))
+	assert.Equal(t, int64(6*(spansPerStep-1)), h.items(t, false, reasonNotSelected))
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
 }
 
 // Errors of the next consumer on the ticker are logged and counted.
 func TestStragglersSendFailure(t *testing.T) {
 	h := newStragglerHarness(t, func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0" }, consumertest.NewErr(errors.New("backend down")))
-	run := newTrainingRun(8)
-	timing := run.timing(map[int64]float64{5: 3})
-	for rank := int64(1); rank < run.worldSize; rank++ {
-		h.consume(t, run.batch(rank, 1, timing(rank), endOrder...))
+	run := newTrainingRun(8, map[int64]map[int64]float64{1: {5: 3}})
+	for rank := int64(1); rank < run.worldSize(); rank++ {
+		h.consume(t, run.batch(rank, 1, endOrder...))
 	}
 	h.clock.Advance(11 * time.Second)
-	assert.Equal(t, int64(len(stepTree)), h.total(t, "stragglers_send_failed"))
+	assert.Equal(t, int64(spansPerStep), h.total(t, "stragglers_send_failed"))
 	assert.Equal(t, int64(1), h.total(t, "stragglers_ranks_missing"), "rank 0 never reported")
 	errs := h.logged.FilterMessageSnippet("refused kept straggler spans").All()
 	require.Len(t, errs, 1)
@@ -203,20 +194,16 @@ func TestStragglersSendFailure(t *testing.T) {
 // the outcome is the same as in order. Run with -race.
 func TestStragglersConcurrentBatches(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
-	run := newTrainingRun(64)
+	run := newTrainingRun(64, map[int64]map[int64]float64{3: {17: 2}, 6: {17: 2}})
 	const workers = 4
+	half := len(endOrder) / 2
 	for it := int64(1); it <= 6; it++ {
-		slow := map[int64]float64{}
-		if it%3 == 0 {
-			slow[17] = 2
-		}
-		timing := run.timing(slow)
 		var wg sync.WaitGroup
 		for w := range int64(workers) {
 			wg.Go(func() {
-				for rank := w; rank < run.worldSize; rank += workers {
-					assert.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(rank, it, timing(rank), endOrder[:6]...)))
-					assert.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(rank, it, timing(rank), endOrder[6:]...)))
+				for rank := w; rank < run.worldSize(); rank += workers {
+					assert.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(rank, it, endOrder[:half]...)))
+					assert.NoError(t, h.tp.ConsumeTraces(t.Context(), run.batch(rank, it, endOrder[half:]...)))
 				}
 			})
 		}
@@ -245,21 +232,26 @@ func TestStragglersConcurrentBatches(t *testing.T) {
 // in any order, also when a parent came before its child; wait spans count
 // whatever the order.
 func TestStragglersResolveAnyOrder(t *testing.T) {
-	run := newTrainingRun(4)
+	run := newTrainingRun(4, map[int64]map[int64]float64{1: {1: 2}})
+	startOrder := make([]int, spansPerStep) // Step.Plans: parents before children
+	for n := range startOrder {
+		startOrder[n] = n
+	}
+	reversed := slices.Clone(startOrder)
+	slices.Reverse(reversed)
 	orders := map[string][]int{
 		"end order":           endOrder,
-		"start order":         {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
-		"parents after steps": {1, 2, 4, 3, 5, 6, 7, 8, 9, 0},
-		"one by one reversed": {9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+		"start order":         startOrder,
+		"parents after steps": append(slices.Clone(startOrder[1:]), 0),
+		"one by one reversed": reversed,
 	}
-	timing := run.timing(map[int64]float64{1: 2})
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
-			for _, perBatch := range []int{1, 3, 10} {
+			for _, perBatch := range []int{1, 3, spansPerStep} {
 				h := newStragglerHarness(t, nil, nil)
-				for rank := range run.worldSize {
+				for rank := range run.worldSize() {
 					for i := 0; i < len(order); i += perBatch {
-						h.consume(t, run.batch(rank, 1, timing(rank), order[i:min(i+perBatch, len(order))]...))
+						h.consume(t, run.batch(rank, 1, order[i:min(i+perBatch, len(order))]...))
 					}
 				}
 				h.clock.Advance(time.Second)
@@ -267,7 +259,7 @@ func TestStragglersResolveAnyOrder(t *testing.T) {
 				sort.Strings(want)
 				got := outputSpans(t, h.sink.AllTraces())
 				assert.Equal(t, want, describe(got), "%d spans per batch", perBatch)
-				checkScores(t, got, map[[2]int64][2]float64{{1, 1}: {score(timing(0).busy(), timing(1).busy()), 1}})
+				checkScores(t, got, map[[2]int64][2]float64{{1, 1}: {score(run.StepOf(0, 1).Busy(), run.StepOf(1, 1).Busy()), 1}})
 				b := h.p.stragglers
 				b.mu.Lock()
 				assert.Zero(t, b.pendingSpans(), "nothing left pending")
@@ -281,9 +273,11 @@ func TestStragglersResolveAnyOrder(t *testing.T) {
 func TestStragglersWarnWhenRanksDoNotShareARun(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
 	for rank := range int64(4) {
-		run := newTrainingRun(4)
-		run.run = fmt.Sprintf("run-s-%d", rank)
-		h.consume(t, run.batch(rank, 1, run.timing(map[int64]float64{rank: float64(rank + 1)})(rank), endOrder...))
+		run := newTrainingRun(4, map[int64]map[int64]float64{1: {rank: float64(rank + 1)}})
+		for i := range run.Ranks {
+			run.Ranks[i].Run = fmt.Sprintf("run-s-%d", rank)
+		}
+		h.consume(t, run.batch(rank, 1, endOrder...))
 	}
 	h.clock.Advance(11 * time.Second)
 	assert.Zero(t, h.total(t, "stragglers_kept"))

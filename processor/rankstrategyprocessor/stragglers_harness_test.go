@@ -23,79 +23,44 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
 
-// stepNode is a span of a step: its name and its parent's index, -1 for the
-// step span.
-type stepNode struct {
-	name   string
-	parent int
-}
-
-// stepTree is one rank's Megatron step: span 0 is the step span, the others
-// hang below it. Only the step span carries the iteration: the children are
-// tied to it through their parents. The wait spans are a pipeline receive
-// under forward_backward (5) and the gradient sync under the step (8).
-var stepTree = []stepNode{
-	{"megatron.train_step", -1},         // 0
-	{"megatron.forward_backward", 0},    // 1
-	{"megatron.microbatch.forward", 1},  // 2
-	{"megatron.layer.forward", 2},       // 3
-	{"megatron.microbatch.forward", 1},  // 4
-	{"megatron.p2p.recv_forward", 1},    // 5
-	{"megatron.microbatch.backward", 1}, // 6
-	{"megatron.microbatch.backward", 1}, // 7
-	{"megatron.grad_sync.finish", 0},    // 8
-	{"megatron.optimizer_step", 0},      // 9
-}
-
-// endOrder is the order the spans of a step end in, and so the order a rank
-// exports them: children before their parents, the step span last.
-var endOrder = []int{3, 2, 5, 4, 6, 7, 1, 8, 9, 0}
-
-// The synchronous step: every rank computes (forward_backward) for its own
-// time, with a pipeline receive of recvWait inside; then it waits in
-// grad_sync.finish until the slowest rank has computed and syncWork more has
-// passed; then every rank runs the optimizer for optimizerTime. All ranks'
-// steps start and end together; busy time = compute - recvWait + optimizer.
+// The straggler tests' synchronous step (lensfixture.Step): every rank
+// computes for its own time (compute), with a pipeline receive of recvWait
+// inside; then it waits in the gradient sync until the slowest rank has
+// computed and syncWork more has passed; then it runs the optimizer for
+// optimizerTime. All ranks' steps start and end together; busy time is
+// compute - recvWait + optimizerTime (Step.Busy).
 const (
 	stepPeriod    = 3 * time.Second
 	recvWait      = 20 * time.Millisecond
 	syncWork      = 100 * time.Millisecond
 	optimizerTime = 150 * time.Millisecond
-	lateChildN    = 20 // span number of a child sent after its step's decision
-	jobSpanMark   = 0xbb
-	stepMark      = 0xaa
+	// lateChildN is the span index of a child of forward_backward sent after
+	// its step's decision, beyond the indexes of the step's plans.
+	lateChildN = 1000
+	// scopeVersion is set on every batch (the fixture sets none) so that
+	// outputSpans can check that a kept span's scope came out whole.
+	scopeVersion = "0.12.0"
 )
 
-var runTraceID = pcommon.TraceID{0x4c, 0x65, 0x6e, 0x73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+var (
+	stragglerStep = lensfixture.Step{RecvWait: recvWait, GradSync: syncWork, Optimizer: optimizerTime, MicroBatches: 2}
+	spansPerStep  = stragglerStep.Spans()
+	// endOrder is the plan indexes of a step's spans in the order a rank
+	// exports them: children before their parents, the step span last. It
+	// is the same on every rank.
+	endOrder = lensfixture.ExportOrder(newTrainingRun(1, nil).StepOf(0, 1).Plans(attrkey.MegatronTrainStep))
+	// Plan indexes of the spans the tests single out.
+	forwardBackward = lensfixture.ForwardBackwardIndex
+	layerForward    = planIndex(lensfixture.LayerForward)
+	gradSyncFinish  = planIndex(lensfixture.GradSyncFinish)
+)
 
-func stepSpanID(rank, iteration int64, n int) pcommon.SpanID {
-	return pcommon.SpanID{stepMark, byte(rank >> 8), byte(rank), byte(iteration >> 8), byte(iteration), 0, 0, byte(n + 1)}
-}
-
-// jobSpanID is the id of the rank's megatron.train span, the step spans'
-// parent, which lasts the whole run.
-func jobSpanID(rank int64) pcommon.SpanID {
-	return pcommon.SpanID{jobSpanMark, byte(rank >> 8), byte(rank), 0, 0, 0, 0, 1}
-}
-
-// trainingRun emits the spans of one emulated Megatron run.
-type trainingRun struct {
-	run       string
-	worldSize int64
-	origin    time.Time
-	// stepName is the step span's name: megatron.train_step, or
-	// megatron.train.iteration in the newer taxonomy.
-	stepName string
-	// stepsAreRoots makes every step its own trace root instead of a child
-	// of the run-long job span.
-	stepsAreRoots bool
-}
-
-func newTrainingRun(worldSize int64) trainingRun {
-	return trainingRun{run: "run-s", worldSize: worldSize, origin: time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC), stepName: "megatron.train_step"}
+func planIndex(name string) int {
+	return slices.IndexFunc(stragglerStep.Plans(attrkey.MegatronTrainStep), func(p lensfixture.Plan) bool { return p.Name == name })
 }
 
 // compute is how long rank computes on a step: 700ms plus a millisecond per
@@ -107,111 +72,77 @@ func compute(rank int64, slow float64) time.Duration {
 	return time.Duration(float64(700*time.Millisecond+time.Duration(rank)*time.Millisecond) * slow)
 }
 
-// stepTiming is one rank's compute time and the slowest rank's on a step.
-type stepTiming struct{ compute, slowest time.Duration }
+// trainingRun is the emulated Megatron run of the straggler tests; its
+// StepOf(rank, iteration).Busy() is what the processor should measure.
+type trainingRun struct{ lensfixture.Run }
 
-// busy is what the processor should measure for the rank.
-func (tm stepTiming) busy() time.Duration { return tm.compute - recvWait + optimizerTime }
-
-// timing returns every rank's timing on a step where the ranks in slow are
-// that many times slower.
-func (r trainingRun) timing(slow map[int64]float64) func(rank int64) stepTiming {
-	var slowest time.Duration
-	for rank := range r.worldSize {
-		slowest = max(slowest, compute(rank, slow[rank]))
+// newTrainingRun is a run of worldSize ranks in which the ranks in
+// slow[iteration] compute that many times longer on that iteration. Every
+// rank sends nv.dl.* integers (not lensfixture.Fleet's mix of spellings):
+// outputSpans reads a kept span's rank back from its resource's nv.dl.rank.
+func newTrainingRun(worldSize int64, slow map[int64]map[int64]float64) trainingRun {
+	ranks := make([]lensfixture.Rank, worldSize)
+	for r := range ranks {
+		ranks[r] = lensfixture.Rank{Run: "run-s", Rank: int64(r), WorldSize: worldSize}
 	}
-	return func(rank int64) stepTiming { return stepTiming{compute: compute(rank, slow[rank]), slowest: slowest} }
+	return trainingRun{lensfixture.Run{
+		Ranks:   ranks,
+		Period:  stepPeriod,
+		Step:    stragglerStep,
+		Compute: func(rank, iteration int64) time.Duration { return compute(rank, slow[iteration][rank]) },
+	}}
 }
 
-func (r trainingRun) traceID(iteration int64) pcommon.TraceID {
-	id := runTraceID
-	if r.stepsAreRoots {
-		id[14], id[15] = byte(iteration>>8), byte(iteration)
-	}
-	return id
-}
+func (r trainingRun) worldSize() int64 { return int64(len(r.Ranks)) }
 
-// span returns node n's name, parent and interval on a synchronous step
-// that starts at start.
-func (r trainingRun) span(n int, rank, iteration int64, start time.Time, tm stepTiming) (string, pcommon.SpanID, time.Time, time.Time) {
-	c := tm.compute
-	at := start.Add
-	syncEnd := tm.slowest + syncWork
-	if n == lateChildN {
-		return "megatron.p2p.send_forward", stepSpanID(rank, iteration, 1), at(c / 2), at(c/2 + time.Millisecond)
-	}
-	var from, to time.Time
-	switch n {
-	case 0:
-		from, to = at(0), at(syncEnd+optimizerTime)
-	case 1:
-		from, to = at(0), at(c)
-	case 2:
-		from, to = at(0), at(c/4)
-	case 3:
-		from, to = at(0), at(c/8)
-	case 4:
-		from, to = at(c/2), at(3*c/4)
-	case 5:
-		from, to = at(c/2), at(c/2+recvWait)
-	case 6:
-		from, to = at(c/4), at(c/2)
-	case 7:
-		from, to = at(3*c/4), at(c)
-	case 8:
-		from, to = at(c), at(syncEnd)
-	case 9:
-		from, to = at(syncEnd), at(syncEnd+optimizerTime)
-	}
-	if stepTree[n].parent < 0 {
-		parent := jobSpanID(rank)
-		if r.stepsAreRoots {
-			parent = pcommon.SpanID{}
-		}
-		return r.stepName, parent, from, to
-	}
-	return stepTree[n].name, stepSpanID(rank, iteration, stepTree[n].parent), from, to
-}
-
-// batch is one export from rank: spans ns of its step iteration. Span
-// lateChildN is an extra child of forward_backward.
-func (r trainingRun) batch(rank, iteration int64, tm stepTiming, ns ...int) ptrace.Traces {
+// newBatch is an empty export from rank: its resource and scope.
+func (r trainingRun) newBatch(rank int64) (ptrace.Traces, ptrace.SpanSlice) {
 	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	rankProcess{run: r.run, rank: rank, worldSize: r.worldSize, localRank: rank % 8}.fillResource(rs.Resource().Attributes())
-	ss := rs.ScopeSpans().AppendEmpty()
-	ss.Scope().SetName("megatron.core")
-	ss.Scope().SetVersion("0.12.0")
-	start := r.origin.Add(time.Duration(iteration) * stepPeriod)
+	spans := lensfixture.AppendResource(td, r.Ranks[rank])
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Scope().SetVersion(scopeVersion)
+	return td, spans
+}
+
+// batch is one export from rank: the spans of its step iteration whose plan
+// indexes are ns, in that order. Span lateChildN is an extra child of
+// forward_backward, within it, which the fixture's step does not have.
+func (r trainingRun) batch(rank, iteration int64, ns ...int) ptrace.Traces {
+	step := ptrace.NewSpanSlice()
+	r.AppendStep(step, r.Ranks[rank], iteration)
+	byIndex := make(map[int]ptrace.Span, step.Len())
+	for i := range step.Len() {
+		byIndex[lensfixture.ParseSpanID(step.At(i).SpanID()).Index] = step.At(i)
+	}
+	td, spans := r.newBatch(rank)
 	for _, n := range ns {
-		s := ss.Spans().AppendEmpty()
-		s.SetTraceID(r.traceID(iteration))
-		s.SetSpanID(stepSpanID(rank, iteration, n))
-		name, parent, from, to := r.span(n, rank, iteration, start, tm)
-		s.SetName(name)
-		s.SetParentSpanID(parent)
-		if n == 0 {
-			s.Attributes().PutInt("megatron.iteration", iteration)
+		if n != lateChildN {
+			byIndex[n].CopyTo(spans.AppendEmpty())
+			continue
 		}
-		s.SetStartTimestamp(pcommon.NewTimestampFromTime(from))
-		s.SetEndTimestamp(pcommon.NewTimestampFromTime(to))
+		fb := byIndex[forwardBackward]
+		late := spans.AppendEmpty()
+		fb.CopyTo(late)
+		late.SetName(lensfixture.SendForward)
+		late.SetSpanID(lensfixture.SpanID(lensfixture.KindStep, rank, iteration, lateChildN))
+		late.SetParentSpanID(fb.SpanID())
+		mid := fb.StartTimestamp() + (fb.EndTimestamp()-fb.StartTimestamp())/2
+		late.SetStartTimestamp(mid)
+		late.SetEndTimestamp(mid + pcommon.Timestamp(time.Millisecond))
 	}
 	return td
 }
 
-// jobSpan is rank's megatron.train span, a child of megatron.pretrain, in no
-// step.
+// jobSpan is rank's megatron.train span, the parent of its steps, in no
+// step: AppendJobEnd's span of that name, without the root it also appends.
 func (r trainingRun) jobSpan(rank int64) ptrace.Traces {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	rankProcess{run: r.run, rank: rank, worldSize: r.worldSize, localRank: rank % 8}.fillResource(rs.Resource().Attributes())
-	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
-	s.SetName("megatron.train")
-	s.SetTraceID(runTraceID)
-	s.SetSpanID(jobSpanID(rank))
-	s.SetParentSpanID(pcommon.SpanID{jobSpanMark, 0xff, 0xff, 0, 0, 0, 0, 1})
-	s.SetStartTimestamp(pcommon.NewTimestampFromTime(r.origin))
-	s.SetEndTimestamp(pcommon.NewTimestampFromTime(r.origin.Add(time.Hour)))
+	end := ptrace.NewSpanSlice()
+	r.AppendJobEnd(end, r.Ranks[rank], 12) // after the 12 steps the longest test sends
+	td, spans := r.newBatch(rank)
+	for i := range end.Len() {
+		if end.At(i).Name() == lensfixture.Train {
+			end.At(i).CopyTo(spans.AppendEmpty())
+		}
+	}
 	return td
 }
 
@@ -234,20 +165,20 @@ func outputSpans(t *testing.T, batches []ptrace.Traces) []outSpan {
 	for _, td := range batches {
 		for i := 0; i < td.ResourceSpans().Len(); i++ {
 			rs := td.ResourceSpans().At(i)
-			resRank, ok := rs.Resource().Attributes().Get("nv.dl.rank")
+			resRank, ok := rs.Resource().Attributes().Get(attrkey.DLRank)
 			require.True(t, ok, "resource kept its attributes")
-			run, _ := rs.Resource().Attributes().Get("nemo.run.id")
+			run, _ := rs.Resource().Attributes().Get(attrkey.RunID)
 			require.Contains(t, run.Str(), "run-s")
 			for j := 0; j < rs.ScopeSpans().Len(); j++ {
 				ss := rs.ScopeSpans().At(j)
-				require.Equal(t, "megatron.core", ss.Scope().Name(), "scope kept")
-				require.Equal(t, "0.12.0", ss.Scope().Version(), "scope kept")
+				require.Equal(t, lensfixture.ScopeName, ss.Scope().Name(), "scope kept")
+				require.Equal(t, scopeVersion, ss.Scope().Version(), "scope kept")
 				for k := 0; k < ss.Spans().Len(); k++ {
 					s := ss.Spans().At(k)
-					id := s.SpanID()
-					o := outSpan{rank: int64(id[1])<<8 | int64(id[2]), iteration: int64(id[3])<<8 | int64(id[4]), n: int(id[7]) - 1}
-					if id[0] == jobSpanMark {
-						o = outSpan{rank: int64(id[1])<<8 | int64(id[2]), iteration: -1, n: -1}
+					id := lensfixture.ParseSpanID(s.SpanID())
+					o := outSpan{rank: id.Rank, iteration: id.Iteration, n: id.Index}
+					if id.Kind == lensfixture.KindJob {
+						o = outSpan{rank: id.Rank, iteration: -1, n: -1}
 					}
 					require.Equal(t, resRank.Int(), o.rank, "span %s is under its own rank's resource", o)
 					if v, ok := s.Attributes().Get(attrkey.KeptReason); ok {
@@ -358,13 +289,12 @@ func (h *stragglerHarness) items(t *testing.T, kept bool, r reason) int64 {
 // the step span; then, for every fourth rank, a child that ends after the
 // step span (as an async span does). Every fourth rank (another quarter)
 // exports parents before children.
-func sendStep(t *testing.T, h *stragglerHarness, run trainingRun, iteration int64, slow map[int64]float64) int {
+func sendStep(t *testing.T, h *stragglerHarness, run trainingRun, iteration int64) int {
 	t.Helper()
 	sent := 0
-	timing := run.timing(slow)
+	half := len(endOrder) / 2
 	var after []ptrace.Traces
-	for rank := range run.worldSize {
-		tm := timing(rank)
+	for rank := range run.worldSize() {
 		order := slices.Clone(endOrder)
 		if rank%4 == 2 {
 			slices.Reverse(order)
@@ -373,14 +303,14 @@ func sendStep(t *testing.T, h *stragglerHarness, run trainingRun, iteration int6
 		if rank%4 == 1 {
 			// grad_sync.finish, a wait, arrives after its step span, in a
 			// later batch.
-			order = slices.DeleteFunc(order, func(n int) bool { return n == 8 })
-			trailing = []int{8}
+			order = slices.DeleteFunc(order, func(n int) bool { return n == gradSyncFinish })
+			trailing = []int{gradSyncFinish}
 		}
-		h.consume(t, run.batch(rank, iteration, tm, order[:5]...))
-		h.consume(t, run.batch(rank, iteration, tm, order[5:]...))
+		h.consume(t, run.batch(rank, iteration, order[:half]...))
+		h.consume(t, run.batch(rank, iteration, order[half:]...))
 		sent += len(order)
 		if trailing != nil {
-			after = append(after, run.batch(rank, iteration, tm, trailing...))
+			after = append(after, run.batch(rank, iteration, trailing...))
 			sent += len(trailing)
 		}
 	}
@@ -391,8 +321,8 @@ func sendStep(t *testing.T, h *stragglerHarness, run trainingRun, iteration int6
 }
 
 func wholeStep(rank, iteration int64, reason string) []string {
-	out := make([]string, len(stepTree))
-	for n := range stepTree {
+	out := make([]string, spansPerStep)
+	for n := range spansPerStep {
 		out[n] = outSpan{rank: rank, iteration: iteration, n: n}.String() + reason
 	}
 	return out

@@ -1,7 +1,6 @@
 package rankstrategyprocessor
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
 )
 
@@ -21,12 +21,10 @@ import (
 // scores busy time gives: (70ms + 15ms optimizer) / (210ms + 15ms). Both
 // step span names, steps under the job span and as trace roots.
 func TestStragglersOnEmulatedSynchronousJob(t *testing.T) {
-	for _, stepName := range []string{"megatron.train_step", "megatron.train.iteration"} {
-		for _, roots := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/roots=%v", stepName, roots), func(t *testing.T) {
-				checkEmulatedJob(t, func(r *lensemu.Rank) { r.StepSpanName, r.StepsAreRoots = stepName, roots })
-			})
-		}
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
+			checkEmulatedJob(t, func(r *lensemu.Rank) { r.StepSpanName, r.StepsAreRoots = shape.StepName, shape.StepsAreRoots })
+		})
 	}
 }
 
@@ -67,7 +65,7 @@ func checkEmulatedJob(t *testing.T, edit func(*lensemu.Rank)) {
 	for _, td := range h.sink.AllTraces() {
 		for i := 0; i < td.ResourceSpans().Len(); i++ {
 			rs := td.ResourceSpans().At(i)
-			rank, _ := rs.Resource().Attributes().Get("nv.dl.rank")
+			rank, _ := rs.Resource().Attributes().Get(attrkey.DLRank)
 			forEachSpan(rs, func(s ptrace.Span) {
 				byRank[rank.Int()]++
 				if rank.Int() != slowRank {

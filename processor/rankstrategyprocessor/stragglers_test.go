@@ -1,7 +1,6 @@
 package rankstrategyprocessor
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"testing"
@@ -10,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 // score is busy-time ratio a/b rounded as the processor reports it.
@@ -44,19 +45,17 @@ func checkScores(t *testing.T, got []outSpan, want map[[2]int64][2]float64) {
 // decision_wait.
 func TestStragglersKeepSlowRankSteps(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
-	run := newTrainingRun(64)
-	slow := map[int64]map[int64]float64{5: {17: 2}, 9: {17: 2}}
+	run := newTrainingRun(64, map[int64]map[int64]float64{5: {17: 2}, 9: {17: 2}})
 
 	sent := 0
 	for it := int64(1); it <= 12; it++ {
-		sent += sendStep(t, h, run, it, slow[it])
+		sent += sendStep(t, h, run, it)
 		h.clock.Advance(time.Second) // one tick
 		require.Equal(t, it, h.total(t, "stragglers_steps_decided"), "step %d is decided as soon as it is complete", it)
 		h.clock.Advance(stepPeriod - time.Second)
 		if it == 8 {
-			timing := run.timing(nil)
-			h.consume(t, run.batch(17, 5, run.timing(slow[5])(17), lateChildN))
-			h.consume(t, run.batch(3, 5, timing(3), lateChildN))
+			h.consume(t, run.batch(17, 5, lateChildN))
+			h.consume(t, run.batch(3, 5, lateChildN))
 			sent += 2
 		}
 	}
@@ -77,17 +76,17 @@ func TestStragglersKeepSlowRankSteps(t *testing.T) {
 	got := outputSpans(t, h.sink.AllTraces())
 	assert.Equal(t, want, describe(got))
 
-	fastest := run.timing(nil)(0).busy()
-	slowBusy := run.timing(slow[5])(17).busy()
-	ownBest := run.timing(nil)(17).busy()
+	fastest := run.StepOf(0, 5).Busy()
+	slowBusy := run.StepOf(17, 5).Busy()
+	ownBest := run.StepOf(17, 1).Busy()
 	scores := [2]float64{score(fastest, slowBusy), score(ownBest, slowBusy)}
 	assert.Equal(t, [2]float64{0.531, 0.542}, scores, "830ms / 1564ms and 847ms / 1564ms")
 	checkScores(t, got, map[[2]int64][2]float64{{17, 5}: scores, {17, 9}: scores})
 
-	keptStraggler := int64(2*len(stepTree) + 1)
+	keptStraggler := int64(2*spansPerStep + 1)
 	assert.Equal(t, keptStraggler, h.items(t, true, reasonStraggler))
-	assert.Equal(t, int64(12*len(stepTree)), h.items(t, true, reasonSelected))
-	assert.Equal(t, int64(sent)-keptStraggler-int64(12*len(stepTree)), h.items(t, false, reasonNotSelected), "every held span is accounted for")
+	assert.Equal(t, int64(12*spansPerStep), h.items(t, true, reasonSelected))
+	assert.Equal(t, int64(sent)-keptStraggler-int64(12*spansPerStep), h.items(t, false, reasonNotSelected), "every held span is accounted for")
 	assert.Equal(t, int64(12), h.total(t, "stragglers_steps_decided"))
 	assert.Equal(t, int64(2), h.total(t, "stragglers_kept"))
 	assert.Zero(t, h.total(t, "stragglers_early_decisions"))
@@ -110,32 +109,29 @@ func TestStragglersKeepSlowRankSteps(t *testing.T) {
 // Both span taxonomies and both trace shapes (a step as a child of the
 // run-long job span, a step as its own trace root) find the same straggler.
 func TestStragglersTaxonomiesAndTraceShapes(t *testing.T) {
-	for _, stepName := range []string{"megatron.train_step", "megatron.train.iteration"} {
-		for _, roots := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/roots=%v", stepName, roots), func(t *testing.T) {
-				h := newStragglerHarness(t, nil, nil)
-				run := newTrainingRun(16)
-				run.stepName, run.stepsAreRoots = stepName, roots
-				slow := map[int64]map[int64]float64{3: {6: 1.5}}
-				for it := int64(1); it <= 4; it++ {
-					sendStep(t, h, run, it, slow[it])
-					h.clock.Advance(time.Second)
-				}
-				var want []string
-				for it := int64(1); it <= 4; it++ {
-					want = append(want, wholeStep(15, it, "")...)
-				}
-				want = append(want, wholeStep(6, 3, "straggler")...)
-				sort.Strings(want)
-				got := outputSpans(t, h.sink.AllTraces())
-				assert.Equal(t, want, describe(got))
-				busy := run.timing(slow[3])(6).busy()
-				checkScores(t, got, map[[2]int64][2]float64{{6, 3}: {
-					score(run.timing(nil)(0).busy(), busy), score(run.timing(nil)(6).busy(), busy),
-				}})
-				assert.Equal(t, int64(4), h.total(t, "stragglers_steps_decided"), "all decided before decision_wait")
-			})
-		}
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
+			h := newStragglerHarness(t, nil, nil)
+			run := newTrainingRun(16, map[int64]map[int64]float64{3: {6: 1.5}})
+			run.Shape = shape
+			for it := int64(1); it <= 4; it++ {
+				sendStep(t, h, run, it)
+				h.clock.Advance(time.Second)
+			}
+			var want []string
+			for it := int64(1); it <= 4; it++ {
+				want = append(want, wholeStep(15, it, "")...)
+			}
+			want = append(want, wholeStep(6, 3, "straggler")...)
+			sort.Strings(want)
+			got := outputSpans(t, h.sink.AllTraces())
+			assert.Equal(t, want, describe(got))
+			busy := run.StepOf(6, 3).Busy()
+			checkScores(t, got, map[[2]int64][2]float64{{6, 3}: {
+				score(run.StepOf(0, 1).Busy(), busy), score(run.StepOf(6, 1).Busy(), busy),
+			}})
+			assert.Equal(t, int64(4), h.total(t, "stragglers_steps_decided"), "all decided before decision_wait")
+		})
 	}
 }
 
@@ -145,18 +141,16 @@ func TestStragglersTaxonomiesAndTraceShapes(t *testing.T) {
 // slow and the kept rank 1 is fast only once its grad_sync is subtracted.
 func TestStragglersMeasureKeptRanksToo(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
-	run := newTrainingRun(2)
-	slow := map[int64]float64{0: 2}
-	timing := run.timing(slow)
-	for rank := range run.worldSize {
-		h.consume(t, run.batch(rank, 1, timing(rank), endOrder...))
+	run := newTrainingRun(2, map[int64]map[int64]float64{1: {0: 2}})
+	for rank := range run.worldSize() {
+		h.consume(t, run.batch(rank, 1, endOrder...))
 	}
 	h.clock.Advance(time.Second)
 	got := outputSpans(t, h.sink.AllTraces())
 	want := append(wholeStep(1, 1, ""), wholeStep(0, 1, "straggler")...)
 	sort.Strings(want)
 	assert.Equal(t, want, describe(got))
-	checkScores(t, got, map[[2]int64][2]float64{{0, 1}: {score(timing(1).busy(), timing(0).busy()), 1}})
+	checkScores(t, got, map[[2]int64][2]float64{{0, 1}: {score(run.StepOf(1, 1).Busy(), run.StepOf(0, 1).Busy()), 1}})
 }
 
 // A rank that never reports is counted when decision_wait ends; the step is
@@ -166,35 +160,30 @@ func TestStragglersMeasureKeptRanksToo(t *testing.T) {
 // room left: then a slow one is kept; otherwise it follows the decision.
 func TestStragglersMissingAndLateRanks(t *testing.T) {
 	h := newStragglerHarness(t, func(c *Config) { c.Stragglers.Get().MaxRanksPerStep = 2 }, nil)
-	run := newTrainingRun(16)
-	send := func(it int64, slow map[int64]float64, skip ...int64) {
-		timing := run.timing(slow)
-		for rank := range run.worldSize {
+	// Step 1: ranks 3, 4 and 5 are slow (3x, 2.5x, 1.6x), rank 9 (2x) and
+	// rank 10 report after the decision, rank 12 never does. Step 2: rank 9
+	// (2x) reports late again, rank 12 never.
+	run := newTrainingRun(16, map[int64]map[int64]float64{1: {3: 3, 4: 2.5, 5: 1.6, 9: 2}, 2: {9: 2}})
+	send := func(it int64, skip ...int64) {
+		for rank := range run.worldSize() {
 			if !slices.Contains(skip, rank) {
-				h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+				h.consume(t, run.batch(rank, it, endOrder...))
 			}
 		}
 	}
-	// Step 1: ranks 3, 4 and 5 are slow (3x, 2.5x, 1.6x), rank 9 (2x) and
-	// rank 10 report after the decision, rank 12 never does.
-	slow1 := map[int64]float64{3: 3, 4: 2.5, 5: 1.6, 9: 2}
-	send(1, slow1, 9, 10, 12)
+	send(1, 9, 10, 12)
 	h.clock.Advance(time.Second)
 	assert.Zero(t, h.total(t, "stragglers_steps_decided"), "incomplete: waits for decision_wait")
 	h.clock.Advance(9 * time.Second)
 	assert.Equal(t, int64(1), h.total(t, "stragglers_steps_decided"))
 	assert.Equal(t, int64(3), h.total(t, "stragglers_ranks_missing"), "ranks 9, 10 and 12")
-	timing1 := run.timing(slow1)
-	h.consume(t, run.batch(9, 1, timing1(9), endOrder...))
-	h.consume(t, run.batch(10, 1, timing1(10), endOrder...))
+	h.consume(t, run.batch(9, 1, endOrder...))
+	h.consume(t, run.batch(10, 1, endOrder...))
 
-	// Step 2: rank 9 (2x) reports late again, rank 12 never.
-	slow2 := map[int64]float64{9: 2}
-	send(2, slow2, 9, 12)
+	send(2, 9, 12)
 	h.clock.Advance(10 * time.Second)
 	assert.Equal(t, int64(5), h.total(t, "stragglers_ranks_missing"))
-	timing2 := run.timing(slow2)
-	h.consume(t, run.batch(9, 2, timing2(9), endOrder...))
+	h.consume(t, run.batch(9, 2, endOrder...))
 	h.clock.Advance(time.Second)
 
 	got := outputSpans(t, h.sink.AllTraces())
@@ -206,15 +195,15 @@ func TestStragglersMissingAndLateRanks(t *testing.T) {
 	want = append(want, wholeStep(9, 2, "straggler")...)
 	sort.Strings(want)
 	assert.Equal(t, want, describe(got), "the 2 worst of 3 on time; the late rank 9 finds step 1 full and step 2 open")
-	fastest := run.timing(nil)(0).busy()
+	fastest := run.StepOf(0, 1).Busy()
 	checkScores(t, got, map[[2]int64][2]float64{
-		{3, 1}: {score(fastest, timing1(3).busy()), 1},
-		{4, 1}: {score(fastest, timing1(4).busy()), 1},
-		{9, 2}: {score(fastest, timing2(9).busy()), 1},
+		{3, 1}: {score(fastest, run.StepOf(3, 1).Busy()), 1},
+		{4, 1}: {score(fastest, run.StepOf(4, 1).Busy()), 1},
+		{9, 2}: {score(fastest, run.StepOf(9, 2).Busy()), 1},
 	})
 	assert.Equal(t, int64(3), h.total(t, "stragglers_kept"))
 	assert.Equal(t, int64(2), h.total(t, "stragglers_steps_decided"), "a reopened step is not counted again")
-	assert.Equal(t, int64(3*len(stepTree)), h.total(t, "stragglers_late_spans"))
+	assert.Equal(t, int64(3*spansPerStep), h.total(t, "stragglers_late_spans"))
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
 }
 
@@ -225,30 +214,26 @@ func TestStragglersMissingAndLateRanks(t *testing.T) {
 // ranks are missing than max_ranks_per_step has room for (a lost node, not a
 // straggler), they are only counted.
 func TestStragglersKeepLastToReport(t *testing.T) {
-	for _, roots := range []bool{false, true} {
-		t.Run(fmt.Sprintf("steps_are_roots=%v", roots), func(t *testing.T) {
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
 			h := newStragglerHarness(t, nil, nil)
-			run := newTrainingRun(16)
-			run.stepsAreRoots = roots
-			if roots {
-				run.stepName = "megatron.train.iteration"
-			}
+			run := newTrainingRun(16, nil)
+			run.Shape = shape
 			children := endOrder[:len(endOrder)-1] // every span but the step span (n=0)
 			send := func(it int64, lastToReport ...int64) {
-				timing := run.timing(nil)
-				for rank := range run.worldSize {
+				for rank := range run.worldSize() {
 					ns := endOrder
 					if slices.Contains(lastToReport, rank) {
 						ns = children
 					}
-					h.consume(t, run.batch(rank, it, timing(rank), ns...))
+					h.consume(t, run.batch(rank, it, ns...))
 				}
 			}
 			// Step 1: rank 5 alone has not sent its step span.
 			send(1, 5)
 			h.clock.Advance(10 * time.Second)
 			assert.Equal(t, int64(1), h.total(t, "stragglers_ranks_missing"))
-			h.consume(t, run.batch(5, 1, run.timing(nil)(5), 0))
+			h.consume(t, run.batch(5, 1, 0))
 			// Step 2: five ranks without their step span, one more than
 			// max_ranks_per_step (4).
 			send(2, 1, 2, 3, 4, 5)
@@ -282,16 +267,10 @@ func TestStragglersKeepLastToReport(t *testing.T) {
 // rank but at 0.63 of its own best.
 func TestStragglersIndividualScore(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
-	run := newTrainingRun(4)
-	slow3 := map[int64]float64{0: 1.3, 1: 1.3, 2: 1.7, 3: 1.3}
+	run := newTrainingRun(4, map[int64]map[int64]float64{3: {0: 1.3, 1: 1.3, 2: 1.7, 3: 1.3}})
 	for it := int64(1); it <= 3; it++ {
-		var slow map[int64]float64
-		if it == 3 {
-			slow = slow3
-		}
-		timing := run.timing(slow)
-		for rank := range run.worldSize {
-			h.consume(t, run.batch(rank, it, timing(rank), endOrder...))
+		for rank := range run.worldSize() {
+			h.consume(t, run.batch(rank, it, endOrder...))
 		}
 		h.clock.Advance(time.Second)
 	}
@@ -303,8 +282,8 @@ func TestStragglersIndividualScore(t *testing.T) {
 	want = append(want, wholeStep(2, 3, "straggler")...)
 	sort.Strings(want)
 	assert.Equal(t, want, describe(got))
-	busy := run.timing(slow3)(2).busy()
-	scores := [2]float64{score(run.timing(slow3)(0).busy(), busy), score(run.timing(nil)(2).busy(), busy)}
+	busy := run.StepOf(2, 3).Busy()
+	scores := [2]float64{score(run.StepOf(0, 3).Busy(), busy), score(run.StepOf(2, 1).Busy(), busy)}
 	assert.Equal(t, [2]float64{0.786, 0.629}, scores)
 	checkScores(t, got, map[[2]int64][2]float64{{2, 3}: scores})
 }

@@ -16,15 +16,17 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadatatest"
 )
 
 // childrenOf is a batch with the children of one step of each rank, whose
 // step spans have not come.
-func childrenOf(ranks []rankProc, it int64) ptrace.Traces {
+func childrenOf(ranks []lensfixture.Rank, it int64) ptrace.Traces {
 	td := ptrace.NewTraces()
+	run := jobOf(inJob, ranks)
 	for _, r := range ranks {
-		appendStepChildren(resourceFor(td, r), shapes[0], r, it)
+		appendStepChildren(lensfixture.AppendResource(td, r), run, r, it)
 	}
 	return td
 }
@@ -75,7 +77,7 @@ func TestHeldSpansPassUndecidedAfterDecisionWait(t *testing.T) {
 
 func TestBudgetPassesTheOldestHeldSpansOn(t *testing.T) {
 	cfg := sampledConfig(0.1)
-	cfg.MaxBufferedSpans = 4
+	cfg.MaxBufferedSpans = childCount + 1 // one rank's children, not two
 	h, tel, _ := withTelemetry(t, cfg)
 	ranks := ranksOf(testRun, 3)
 	h.send(t, childrenOf(ranks[:1], 5))
@@ -102,19 +104,20 @@ func TestShutdownPassesEverythingHeld(t *testing.T) {
 
 func TestHeldSpansOutsideStepsPassWhenTheNextStepComes(t *testing.T) {
 	h := newHarness(t, sampledConfig(0))
-	r := rankProc{run: testRun, rank: 0}
+	r := lensfixture.Rank{Run: testRun, Rank: 0}
+	run := jobOf(inJob, []lensfixture.Rank{r})
 	td := ptrace.NewTraces()
-	spans := resourceFor(td, r)
-	appendStep(spans, shapes[0], r, 4)
-	appendCheckpoint(spans, shapes[0], r, 4)
+	spans := lensfixture.AppendResource(td, r)
+	appendStep(spans, run, r, 4)
+	run.AppendCheckpoint(spans, r, 4)
 	h.send(t, td)
 	require.Equal(t, 1, h.heldSpans(), "the checkpoint may still belong to a step")
 
 	next := ptrace.NewTraces()
-	appendStep(resourceFor(next, r), shapes[0], r, 5)
+	appendStep(lensfixture.AppendResource(next, r), run, r, 5)
 	h.send(t, next)
 	require.Zero(t, h.heldSpans())
-	assert.Equal(t, []string{"megatron.save_checkpoint"}, jobSpans(collect(h.sink)))
+	assert.Equal(t, []string{lensfixture.SaveCheckpoint}, jobSpans(collect(h.sink)))
 }
 
 // TestHeldResourceWithKeptSpans holds a resource of which some spans are
@@ -122,26 +125,28 @@ func TestHeldSpansOutsideStepsPassWhenTheNextStepComes(t *testing.T) {
 func TestHeldResourceWithKeptSpans(t *testing.T) {
 	h := newHarness(t, sampledConfig(0.1))
 	want := expectedKept(t)[0]
-	r := rankProc{run: testRun, rank: 6}
+	r := lensfixture.Rank{Run: testRun, Rank: 6}
+	run := jobOf(inJob, []lensfixture.Rank{r})
 	td := ptrace.NewTraces()
-	spans := resourceFor(td, r)
-	appendStep(spans, shapes[0], r, want)
-	appendStepChildren(spans, shapes[0], r, want+1)
+	spans := lensfixture.AppendResource(td, r)
+	appendStep(spans, run, r, want)
+	appendStepChildren(spans, run, r, want+1)
 	h.send(t, td)
 	assert.Equal(t, childCount, h.heldSpans())
 	assert.Equal(t, map[int64][]int64{6: {want}}, keptSteps(t, collect(h.sink), sampled))
 
 	step := ptrace.NewTraces()
-	appendStepSpan(resourceFor(step, r), shapes[0], r, want+1)
+	appendStepSpan(lensfixture.AppendResource(step, r), run, r, want+1)
 	h.send(t, step)
 	assert.Zero(t, h.heldSpans())
 }
 
 func TestTelemetryCountsEverySpan(t *testing.T) {
 	h, tel, logs := withTelemetry(t, sampledConfig(0.1))
-	h.send(t, training(shapes[0], ranksOf(testRun, 8), 40, nil)...)
+	run := jobOf(inJob, ranksOf(testRun, 8))
+	h.send(t, training(run, 40, nil)...)
 	noRank := ptrace.NewTraces()
-	appendStep(noRank.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), shapes[0], rankProc{}, 1)
+	appendStep(noRank.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), run, lensfixture.Rank{}, 1)
 	h.send(t, noRank)
 
 	kept := len(expectedKept(t))
@@ -163,11 +168,12 @@ func TestHeldResourceExpiresWithoutItsKeptSpans(t *testing.T) {
 	cfg.DecisionWait = time.Second
 	h := newHarness(t, cfg)
 	want := expectedKept(t)[0]
-	r := rankProc{run: testRun, rank: 6}
+	r := lensfixture.Rank{Run: testRun, Rank: 6}
+	run := jobOf(inJob, []lensfixture.Rank{r})
 	td := ptrace.NewTraces()
-	spans := resourceFor(td, r)
-	appendStep(spans, shapes[0], r, want)
-	appendStepChildren(spans, shapes[0], r, want+1)
+	spans := lensfixture.AppendResource(td, r)
+	appendStep(spans, run, r, want)
+	appendStepChildren(spans, run, r, want+1)
 	h.send(t, td)
 	h.clock.Advance(1100 * time.Millisecond)
 	assert.Zero(t, h.heldSpans())
@@ -187,14 +193,14 @@ func TestHeldResourceExpiresWithoutItsKeptSpans(t *testing.T) {
 func TestStepSpanInAnotherResourceOfTheBatch(t *testing.T) {
 	want := expectedKept(t)
 	h := newHarness(t, sampledConfig(0.1))
-	ranks := ranksOf(testRun, 8)
+	run := jobOf(inJob, ranksOf(testRun, 8))
 	for it := range int64(40) {
 		td := ptrace.NewTraces()
-		for _, r := range ranks {
-			appendStepChildren(resourceFor(td, r), shapes[0], r, it)
+		for _, r := range run.Ranks {
+			appendStepChildren(lensfixture.AppendResource(td, r), run, r, it)
 		}
-		for _, r := range ranks {
-			appendStepSpan(resourceFor(td, r), shapes[0], r, it)
+		for _, r := range run.Ranks {
+			appendStepSpan(lensfixture.AppendResource(td, r), run, r, it)
 		}
 		h.send(t, td)
 		require.Zero(t, h.heldSpans(), "iteration %d", it)
@@ -217,16 +223,18 @@ func TestConcurrentBatchesAndTicks(t *testing.T) {
 		}
 	}()
 	errs := make(chan error, 4)
-	for g := range int64(4) {
+	fleet := ranksOf(testRun, 4)
+	for g := range fleet {
 		go func() {
-			ranks := []rankProc{{run: testRun, rank: g}}
+			ranks := fleet[g : g+1]
+			run := jobOf(inJob, ranks)
 			for it := range int64(40) {
 				if err := h.tp.ConsumeTraces(t.Context(), childrenOf(ranks, it)); err != nil {
 					errs <- err
 					return
 				}
 				step := ptrace.NewTraces()
-				appendStepSpan(resourceFor(step, ranks[0]), shapes[0], ranks[0], it)
+				appendStepSpan(lensfixture.AppendResource(step, ranks[0]), run, ranks[0], it)
 				if err := h.tp.ConsumeTraces(t.Context(), step); err != nil {
 					errs <- err
 					return
@@ -253,7 +261,7 @@ func TestConcurrentBatchesAndTicks(t *testing.T) {
 			assert.Contains(t, want, s.it)
 			assert.Equal(t, "sampled_step", s.reason)
 		} else {
-			assert.NotEqual(t, byte(0), s.idx, "a step span is always decided")
+			assert.NotZero(t, s.idx, "a step span is always decided")
 		}
 	}
 	assert.Zero(t, h.heldSpans())

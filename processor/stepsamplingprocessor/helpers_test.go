@@ -2,11 +2,9 @@ package stepsamplingprocessor
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"slices"
+	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -18,192 +16,124 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 
-// shape is one way training traces arrive: the step span under a run-long
-// job span or as its own trace root, named in either Megatron taxonomy.
-type shape struct {
-	name     string
-	stepRoot bool
-	stepName string
-}
-
-var shapes = []shape{
-	{name: "job_root/train_step", stepName: "megatron.train_step"},
-	{name: "job_root/train.iteration", stepName: "megatron.train.iteration"},
-	{name: "step_root/train_step", stepRoot: true, stepName: "megatron.train_step"},
-	{name: "step_root/train.iteration", stepRoot: true, stepName: "megatron.train.iteration"},
-}
-
-// rankProc is one emulated training process.
-type rankProc struct {
-	run      string
-	rank     int64
-	asString bool // rank sent as a string, as OTEL_RESOURCE_ATTRIBUTES does
-}
-
-func ranksOf(run string, n int64) []rankProc {
-	out := make([]rankProc, n)
-	for r := range n {
-		out[r] = rankProc{run: run, rank: r, asString: r%2 == 1}
-	}
-	return out
-}
-
-func (r rankProc) fill(attrs pcommon.Map) {
-	attrs.PutStr("service.name", "nemo")
-	attrs.PutStr("nemo.run.id", r.run)
-	attrs.PutStr("service.instance.id", fmt.Sprintf("%s-rank%d", r.run, r.rank))
-	if r.asString {
-		attrs.PutStr("dl.rank", fmt.Sprint(r.rank))
-	} else {
-		attrs.PutInt("nv.dl.rank", r.rank)
-	}
-}
-
-// Span ids say what a span is, so that output can be read back:
-// [kind, rank (2 bytes), iteration (2 bytes), child index].
-const (
-	kindStep byte = 1
-	kindJob  byte = 2
+// inJob and ownRoot are the shapes of the tests that need only one: steps
+// named megatron.train_step under the run-long job span, or each its own
+// trace root.
+var (
+	inJob   = lensfixture.Shape{StepName: attrkey.MegatronTrainStep}
+	ownRoot = lensfixture.Shape{StepName: attrkey.MegatronTrainStep, StepsAreRoots: true}
 )
 
-const (
-	childCount = 3 // children per step, plus the step span
-	stepSpans  = childCount + 1
+// testStep is every rank's step: the fixture's default step, its
+// micro-batches spelled out so that its span count is known.
+var testStep = func() lensfixture.Step {
+	s := lensfixture.DefaultStep
+	s.MicroBatches = 2
+	return s
+}()
+
+var (
+	stepSpans  = testStep.Spans()
+	childCount = stepSpans - 1 // the step span's descendants
 )
 
-var t0 = time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC)
-
-func spanID(kind byte, rank, iteration int64, idx byte) pcommon.SpanID {
-	var id pcommon.SpanID
-	id[0] = kind
-	binary.BigEndian.PutUint16(id[1:3], uint16(rank))
-	binary.BigEndian.PutUint16(id[3:5], uint16(iteration))
-	id[5] = idx
-	return id
+// ranksOf is n ranks of a run, mixing rank spellings as real fleets do.
+func ranksOf(run string, n int64) []lensfixture.Rank {
+	return lensfixture.Fleet(lensfixture.Rank{Run: run, WorldSize: n})
 }
 
-func traceID(sh shape, rank, iteration int64) pcommon.TraceID {
-	var id pcommon.TraceID
-	binary.BigEndian.PutUint16(id[0:2], uint16(rank)+1)
-	if sh.stepRoot && iteration >= 0 {
-		binary.BigEndian.PutUint16(id[2:4], uint16(iteration)+1)
+// jobOf is a synchronous training run of ranks whose steps arrive in shape.
+func jobOf(shape lensfixture.Shape, ranks []lensfixture.Rank) lensfixture.Run {
+	return lensfixture.Run{Ranks: ranks, Shape: shape, Step: testStep}
+}
+
+// appendStep appends the fixture's step of rank r and returns the step
+// span's index in dst.
+func appendStep(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64) int {
+	return appendStepPart(dst, run, r, it, lensfixture.WholeStep)
+}
+
+// appendStepPart appends part of the step: a rank exports the children,
+// which end first, possibly in an earlier batch than their step span. A
+// rank that sends its identity as strings sends its iteration as a decimal
+// string too, so that both spellings are read.
+func appendStepPart(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64, part lensfixture.Part) int {
+	at := run.AppendStepPart(dst, r, it, part)
+	if at >= 0 && r.AsString {
+		dst.At(at).Attributes().PutStr(attrkey.MegatronIteration, strconv.FormatInt(it, 10))
 	}
-	return id
+	return at
 }
 
-func stepStart(iteration int64) time.Time {
-	return t0.Add(10*time.Second + time.Duration(iteration)*time.Second)
+func appendStepChildren(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64) {
+	appendStepPart(dst, run, r, it, lensfixture.StepChildren)
 }
 
-func setSpan(s ptrace.Span, name string, tid pcommon.TraceID, id, parent pcommon.SpanID, start, end time.Time) {
-	s.SetName(name)
-	s.SetTraceID(tid)
-	s.SetSpanID(id)
-	s.SetParentSpanID(parent)
-	s.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
-	s.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
+func appendStepSpan(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64) {
+	appendStepPart(dst, run, r, it, lensfixture.StepSpan)
 }
 
-// trainSpanID is megatron.train's span id, the step spans' parent in the
-// job-rooted shape.
-func trainSpanID(rank int64) pcommon.SpanID { return spanID(kindJob, rank, 0, 1) }
-
-// appendStepChildren appends the step's children in the order they end.
-func appendStepChildren(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) {
-	start := stepStart(it)
-	tid := traceID(sh, r.rank, it)
-	step := spanID(kindStep, r.rank, it, 0)
-	children := []struct {
-		name     string
-		from, to time.Duration
-	}{
-		{"megatron.forward_backward", 10 * time.Millisecond, 600 * time.Millisecond},
-		{"megatron.grad_sync.finish", 600 * time.Millisecond, 800 * time.Millisecond},
-		{"megatron.optimizer_step", 800 * time.Millisecond, 890 * time.Millisecond},
+// spanNamed is the first span named name in spans from index from on: a
+// test that edits one span of a step finds it by name, not by its place in
+// the export order.
+func spanNamed(t *testing.T, spans ptrace.SpanSlice, from int, name string) ptrace.Span {
+	t.Helper()
+	for i := from; i < spans.Len(); i++ {
+		if spans.At(i).Name() == name {
+			return spans.At(i)
+		}
 	}
-	for i, c := range children {
-		setSpan(dst.AppendEmpty(), c.name, tid, spanID(kindStep, r.rank, it, byte(i+1)), step, start.Add(c.from), start.Add(c.to))
-	}
+	require.Failf(t, "no such span", "%s after index %d", name, from)
+	return ptrace.Span{}
 }
 
-func appendStepSpan(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) {
-	start := stepStart(it)
-	parent := trainSpanID(r.rank)
-	if sh.stepRoot {
-		parent = pcommon.SpanID{}
-	}
+// asyncIndex is the id index of appendAsyncSpan's span, past every span
+// of a step's plan.
+const asyncIndex = 0xfff
+
+// appendAsyncSpan appends an asynchronous span of rank r's step it: it
+// starts within its step, with the optimizer, and ends, and so is exported,
+// after the step span. The fixture has no such span.
+func appendAsyncSpan(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64) {
+	step := run.StepOf(r.Rank, it)
+	start := run.StepStart(it).Add(step.Duration() - step.Optimizer)
 	s := dst.AppendEmpty()
-	setSpan(s, sh.stepName, traceID(sh, r.rank, it), spanID(kindStep, r.rank, it, 0), parent, start, start.Add(900*time.Millisecond))
-	if r.asString {
-		s.Attributes().PutStr("megatron.iteration", fmt.Sprint(it))
-	} else {
-		s.Attributes().PutInt("megatron.iteration", it)
-	}
-}
-
-func appendStep(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) {
-	appendStepChildren(dst, sh, r, it)
-	appendStepSpan(dst, sh, r, it)
-}
-
-// appendModelInit appends megatron.model_init, a child of the job span
-// that ends before the first step starts.
-func appendModelInit(dst ptrace.SpanSlice, sh shape, r rankProc) {
-	setSpan(dst.AppendEmpty(), "megatron.model_init", traceID(sh, r.rank, -1), spanID(kindJob, r.rank, 0, 2), spanID(kindJob, r.rank, 0, 0),
-		t0.Add(time.Second), t0.Add(4*time.Second))
-}
-
-// appendCheckpoint appends megatron.save_checkpoint, between step it and
-// the next.
-func appendCheckpoint(dst ptrace.SpanSlice, sh shape, r rankProc, it int64) {
-	end := stepStart(it).Add(900 * time.Millisecond)
-	setSpan(dst.AppendEmpty(), "megatron.save_checkpoint", traceID(sh, r.rank, -1), spanID(kindJob, r.rank, it, 3), trainSpanID(r.rank),
-		end.Add(20*time.Millisecond), end.Add(80*time.Millisecond))
-}
-
-// appendJobEnd appends megatron.train and the root megatron.pretrain, which
-// end, and so are exported, last.
-func appendJobEnd(dst ptrace.SpanSlice, sh shape, r rankProc) {
-	tid := traceID(sh, r.rank, -1)
-	setSpan(dst.AppendEmpty(), "megatron.train", tid, trainSpanID(r.rank), spanID(kindJob, r.rank, 0, 0), t0.Add(5*time.Second), t0.Add(time.Hour))
-	setSpan(dst.AppendEmpty(), "megatron.pretrain", tid, spanID(kindJob, r.rank, 0, 0), pcommon.SpanID{}, t0, t0.Add(time.Hour))
-}
-
-// resourceFor appends a resource for the rank to td and returns its spans.
-func resourceFor(td ptrace.Traces, r rankProc) ptrace.SpanSlice {
-	rs := td.ResourceSpans().AppendEmpty()
-	r.fill(rs.Resource().Attributes())
-	ss := rs.ScopeSpans().AppendEmpty()
-	ss.Scope().SetName("nemo_lens")
-	return ss.Spans()
+	s.SetName("megatron.async_copy")
+	s.SetTraceID(run.TraceID(r, it))
+	s.SetSpanID(lensfixture.SpanID(lensfixture.KindStep, r.Rank, it, asyncIndex))
+	s.SetParentSpanID(lensfixture.SpanID(lensfixture.KindStep, r.Rank, it, 0))
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(run.StepStart(it + 1)))
 }
 
 // training emulates a run: a batch per iteration with every rank's step,
 // model_init first, a checkpoint after iteration 19, the job spans last.
 // edit, when set, may change a rank's step spans (spans from index from on)
 // before they are sent.
-func training(sh shape, ranks []rankProc, iterations int64, edit func(r rankProc, it int64, spans ptrace.SpanSlice, from int)) []ptrace.Traces {
+func training(run lensfixture.Run, iterations int64, edit func(r lensfixture.Rank, it int64, spans ptrace.SpanSlice, from int)) []ptrace.Traces {
 	var out []ptrace.Traces
 	for it := range iterations {
 		td := ptrace.NewTraces()
-		for _, r := range ranks {
-			spans := resourceFor(td, r)
+		for _, r := range run.Ranks {
+			spans := lensfixture.AppendResource(td, r)
 			if it == 0 {
-				appendModelInit(spans, sh, r)
+				run.AppendModelInit(spans, r)
 			}
 			from := spans.Len()
-			appendStep(spans, sh, r, it)
+			appendStep(spans, run, r, it)
 			if edit != nil {
 				edit(r, it, spans, from)
 			}
 			if it == 19 {
-				appendCheckpoint(spans, sh, r, it)
+				run.AppendCheckpoint(spans, r, it)
 			}
 			if it == iterations-1 {
-				appendJobEnd(spans, sh, r)
+				run.AppendJobEnd(spans, r, it)
 			}
 		}
 		out = append(out, td)
@@ -213,9 +143,9 @@ func training(sh shape, ranks []rankProc, iterations int64, edit func(r rankProc
 
 // seenSpan is an output span, read back from its id.
 type seenSpan struct {
-	kind      byte
+	kind      lensfixture.Kind
 	rank, it  int64
-	idx       byte
+	idx       int
 	name      string
 	reason    string
 	hasReason bool
@@ -225,24 +155,16 @@ type seenSpan struct {
 func collect(sink *consumertest.TracesSink) []seenSpan {
 	var out []seenSpan
 	for _, td := range sink.AllTraces() {
-		rss := td.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for k := 0; k < spans.Len(); k++ {
-					s := spans.At(k)
-					id := s.SpanID()
-					seen := seenSpan{
-						kind: id[0], rank: int64(binary.BigEndian.Uint16(id[1:3])), it: int64(binary.BigEndian.Uint16(id[3:5])),
-						idx: id[5], name: s.Name(), attrs: s.Attributes().Len(),
-					}
-					if v, ok := s.Attributes().Get(attrkey.KeptReason); ok {
-						seen.reason, seen.hasReason = v.Str(), true
-					}
-					out = append(out, seen)
-				}
+		for _, s := range pdatautil.Spans(td) {
+			id := lensfixture.ParseSpanID(s.SpanID())
+			seen := seenSpan{
+				kind: id.Kind, rank: id.Rank, it: id.Iteration,
+				idx: id.Index, name: s.Name(), attrs: s.Attributes().Len(),
 			}
+			if v, ok := s.Attributes().Get(attrkey.KeptReason); ok {
+				seen.reason, seen.hasReason = v.Str(), true
+			}
+			out = append(out, seen)
 		}
 	}
 	return out
@@ -255,7 +177,7 @@ func keptSteps(t *testing.T, seen []seenSpan, wantReason func(rank, it int64) st
 	t.Helper()
 	count := map[[2]int64]int{}
 	for _, s := range seen {
-		if s.kind != kindStep {
+		if s.kind != lensfixture.KindStep {
 			continue
 		}
 		count[[2]int64{s.rank, s.it}]++
@@ -278,7 +200,7 @@ func keptSteps(t *testing.T, seen []seenSpan, wantReason func(rank, it int64) st
 func jobSpans(seen []seenSpan) []string {
 	var out []string
 	for _, s := range seen {
-		if s.kind == kindJob {
+		if s.kind == lensfixture.KindJob {
 			out = append(out, s.name)
 		}
 	}

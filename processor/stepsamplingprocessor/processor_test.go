@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
 
 // The run of most tests and the iterations of 0..39 its 10% sample keeps
@@ -25,8 +26,9 @@ func expectedKept(t *testing.T) []int64 {
 
 func sampled(_, _ int64) string { return "sampled_step" }
 
-// wantJobSpans are the spans outside steps of a training run, per rank.
-var wantJobSpans = []string{"megatron.model_init", "megatron.pretrain", "megatron.save_checkpoint", "megatron.train"}
+// wantJobSpans are the spans outside steps of a training run, per rank,
+// sorted as jobSpans sorts them.
+var wantJobSpans = []string{lensfixture.ModelInit, lensfixture.Pretrain, lensfixture.SaveCheckpoint, lensfixture.Train}
 
 func jobSpansOf(ranks int) []string {
 	var out []string
@@ -40,10 +42,10 @@ func jobSpansOf(ranks int) []string {
 
 func TestSampleRateKeepsTheSameStepsOnEveryRank(t *testing.T) {
 	want := expectedKept(t)
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
+	for _, sh := range lensfixture.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
 			h := newHarness(t, sampledConfig(0.1))
-			h.send(t, training(sh, ranksOf(testRun, 8), 40, nil)...)
+			h.send(t, training(jobOf(sh, ranksOf(testRun, 8)), 40, nil)...)
 
 			seen := collect(h.sink)
 			kept := keptSteps(t, seen, sampled)
@@ -55,7 +57,7 @@ func TestSampleRateKeepsTheSameStepsOnEveryRank(t *testing.T) {
 			assert.LessOrEqual(t, len(want), 12)
 			assert.Equal(t, jobSpansOf(8), jobSpans(seen))
 			for _, s := range seen {
-				if s.kind == kindJob {
+				if s.kind == lensfixture.KindJob {
 					assert.False(t, s.hasReason, "%s passes untouched", s.name)
 				}
 			}
@@ -65,12 +67,12 @@ func TestSampleRateKeepsTheSameStepsOnEveryRank(t *testing.T) {
 }
 
 func TestEveryKeepsIterationsDivisibleByIt(t *testing.T) {
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
+	for _, sh := range lensfixture.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
 			cfg := createDefaultConfig().(*Config)
 			cfg.Every = 10
 			h := newHarness(t, cfg)
-			h.send(t, training(sh, ranksOf(testRun, 8), 40, nil)...)
+			h.send(t, training(jobOf(sh, ranksOf(testRun, 8)), 40, nil)...)
 			kept := keptSteps(t, collect(h.sink), sampled)
 			for r := range int64(8) {
 				assert.Equal(t, []int64{0, 10, 20, 30}, kept[r], "rank %d", r)
@@ -83,15 +85,15 @@ func TestErrorKeepsThatRankStepOnly(t *testing.T) {
 	want := expectedKept(t)
 	require.NotContains(t, want, int64(7))
 	require.NotContains(t, want, int64(8))
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
+	for _, sh := range lensfixture.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
 			h := newHarness(t, sampledConfig(0.1))
-			h.send(t, training(sh, ranksOf(testRun, 8), 40, func(r rankProc, it int64, spans ptrace.SpanSlice, from int) {
+			h.send(t, training(jobOf(sh, ranksOf(testRun, 8)), 40, func(r lensfixture.Rank, it int64, spans ptrace.SpanSlice, from int) {
 				switch {
-				case r.rank == 3 && it == 7:
-					spans.At(from + 2).Status().SetCode(ptrace.StatusCodeError) // optimizer_step
-				case r.rank == 5 && it == 8:
-					spans.At(from).Attributes().PutStr(attrkey.SpanTruncated, "true") // forward_backward, force-closed
+				case r.Rank == 3 && it == 7:
+					spanNamed(t, spans, from, lensfixture.Optimizer).Status().SetCode(ptrace.StatusCodeError)
+				case r.Rank == 5 && it == 8:
+					spanNamed(t, spans, from, lensfixture.ForwardBackward).Attributes().PutStr(attrkey.SpanTruncated, "true") // force-closed
 				}
 			})...)
 
@@ -128,16 +130,18 @@ func insertSorted(s []int64, v int64) []int64 {
 func TestStragglerStepsAreKept(t *testing.T) {
 	want := expectedKept(t)
 	require.NotContains(t, want, int64(12))
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
+	for _, sh := range lensfixture.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
 			h := newHarness(t, sampledConfig(0.1))
-			batches := training(sh, ranksOf(testRun, 8), 40, nil)
+			run := jobOf(sh, ranksOf(testRun, 8))
+			batches := training(run, 40, nil)
 			h.send(t, batches[:21]...)
 			// rank_strategy drops rank 9 and passes its step 12 on whole,
 			// marked, once it found it a straggler: after later steps.
 			late := ptrace.NewTraces()
-			spans := resourceFor(late, rankProc{run: testRun, rank: 9})
-			appendStep(spans, sh, rankProc{run: testRun, rank: 9}, 12)
+			straggler := lensfixture.Rank{Run: testRun, Rank: 9}
+			spans := lensfixture.AppendResource(late, straggler)
+			appendStep(spans, run, straggler, 12)
 			for i := 0; i < spans.Len(); i++ {
 				spans.At(i).Attributes().PutStr(attrkey.KeptReason, "straggler")
 			}
@@ -158,15 +162,15 @@ func TestStragglerStepsAreKept(t *testing.T) {
 
 func TestSpansBeforeTheirStepSpanAreDecidedWhenItComes(t *testing.T) {
 	want := expectedKept(t)
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
+	for _, sh := range lensfixture.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
 			h := newHarness(t, sampledConfig(0.1))
-			ranks := ranksOf(testRun, 8)
+			run := jobOf(sh, ranksOf(testRun, 8))
 			for it := range int64(40) {
 				children, steps := ptrace.NewTraces(), ptrace.NewTraces()
-				for _, r := range ranks {
-					appendStepChildren(resourceFor(children, r), sh, r, it)
-					appendStepSpan(resourceFor(steps, r), sh, r, it)
+				for _, r := range run.Ranks {
+					appendStepChildren(lensfixture.AppendResource(children, r), run, r, it)
+					appendStepSpan(lensfixture.AppendResource(steps, r), run, r, it)
 				}
 				before := h.sink.SpanCount()
 				h.send(t, children)
@@ -184,14 +188,14 @@ func TestSpansBeforeTheirStepSpanAreDecidedWhenItComes(t *testing.T) {
 }
 
 func TestErrorInAnEarlierBatchKeepsTheStep(t *testing.T) {
-	sh := shapes[0]
-	r := rankProc{run: testRun, rank: 4}
+	r := lensfixture.Rank{Run: testRun, Rank: 4}
+	run := jobOf(inJob, []lensfixture.Rank{r})
 	h := newHarness(t, sampledConfig(0.1))
 	children, step := ptrace.NewTraces(), ptrace.NewTraces()
-	spans := resourceFor(children, r)
-	appendStepChildren(spans, sh, r, 7)
+	spans := lensfixture.AppendResource(children, r)
+	appendStepChildren(spans, run, r, 7)
 	spans.At(1).Status().SetCode(ptrace.StatusCodeError)
-	appendStepSpan(resourceFor(step, r), sh, r, 7)
+	appendStepSpan(lensfixture.AppendResource(step, r), run, r, 7)
 	h.send(t, children, step)
 	kept := keptSteps(t, collect(h.sink), func(int64, int64) string { return "error" })
 	assert.Equal(t, map[int64][]int64{4: {7}}, kept)
@@ -199,14 +203,15 @@ func TestErrorInAnEarlierBatchKeepsTheStep(t *testing.T) {
 
 func TestManyStepsOfARankInOneBatch(t *testing.T) {
 	want := expectedKept(t)
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
+	for _, sh := range lensfixture.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
 			h := newHarness(t, sampledConfig(0.1))
 			td := ptrace.NewTraces()
-			for _, r := range ranksOf(testRun, 8) {
-				spans := resourceFor(td, r)
+			run := jobOf(sh, ranksOf(testRun, 8))
+			for _, r := range run.Ranks {
+				spans := lensfixture.AppendResource(td, r)
 				for it := range int64(40) {
-					appendStep(spans, sh, r, it)
+					appendStep(spans, run, r, it)
 				}
 			}
 			h.send(t, td)
@@ -220,8 +225,7 @@ func TestManyStepsOfARankInOneBatch(t *testing.T) {
 
 func TestRestartPicksTheSameSteps(t *testing.T) {
 	want := expectedKept(t)
-	sh := shapes[2]
-	batches := func() []ptrace.Traces { return training(sh, ranksOf(testRun, 8), 40, nil) }
+	batches := func() []ptrace.Traces { return training(jobOf(ownRoot, ranksOf(testRun, 8)), 40, nil) }
 	first, second := newHarness(t, sampledConfig(0.1)), newHarness(t, sampledConfig(0.1))
 	b := batches()
 	first.send(t, b[:17]...)
@@ -238,13 +242,13 @@ func TestRestartPicksTheSameSteps(t *testing.T) {
 }
 
 func TestLateSpansFollowTheirStep(t *testing.T) {
-	sh := shapes[0]
-	r := rankProc{run: testRun, rank: 1}
+	r := lensfixture.Rank{Run: testRun, Rank: 1}
+	run := jobOf(inJob, []lensfixture.Rank{r})
 	h := newHarness(t, sampledConfig(0.1))
 	for _, it := range []int64{7, 8} {
 		td := ptrace.NewTraces()
-		spans := resourceFor(td, r)
-		appendStep(spans, sh, r, it)
+		spans := lensfixture.AppendResource(td, r)
+		appendStep(spans, run, r, it)
 		if it == 8 {
 			spans.At(0).Status().SetCode(ptrace.StatusCodeError)
 		}
@@ -254,15 +258,14 @@ func TestLateSpansFollowTheirStep(t *testing.T) {
 
 	// An asynchronous span of each step, ending after its step span.
 	late := ptrace.NewTraces()
-	spans := resourceFor(late, r)
+	spans := lensfixture.AppendResource(late, r)
 	for _, it := range []int64{7, 8} {
-		setSpan(spans.AppendEmpty(), "megatron.async_copy", traceID(sh, 1, it), spanID(kindStep, 1, it, 9), spanID(kindStep, 1, it, 0),
-			stepStart(it).Add(850e6), stepStart(it).Add(2e9))
+		appendAsyncSpan(spans, run, r, it)
 	}
 	h.send(t, late)
 	var lateSeen []seenSpan
 	for _, s := range collect(h.sink) {
-		if s.idx == 9 {
+		if s.idx == asyncIndex {
 			lateSeen = append(lateSeen, s)
 		}
 	}
@@ -272,11 +275,11 @@ func TestLateSpansFollowTheirStep(t *testing.T) {
 }
 
 func TestDefaultConfigPassesEverythingUnchanged(t *testing.T) {
-	for _, sh := range shapes {
-		t.Run(sh.name, func(t *testing.T) {
+	for _, sh := range lensfixture.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
 			h := newHarness(t, createDefaultConfig().(*Config))
-			batches := training(sh, ranksOf(testRun, 8), 40, func(r rankProc, it int64, spans ptrace.SpanSlice, from int) {
-				if r.rank == 2 && it == 3 {
+			batches := training(jobOf(sh, ranksOf(testRun, 8)), 40, func(r lensfixture.Rank, it int64, spans ptrace.SpanSlice, from int) {
+				if r.Rank == 2 && it == 3 {
 					spans.At(from).Status().SetCode(ptrace.StatusCodeError)
 				}
 			})
@@ -299,7 +302,7 @@ func TestDefaultConfigPassesEverythingUnchanged(t *testing.T) {
 
 func TestSampledOutStepOfEveryRankDropsTheBatch(t *testing.T) {
 	h := newHarness(t, sampledConfig(0))
-	h.send(t, training(shapes[0], ranksOf(testRun, 2), 3, nil)[1])
+	h.send(t, training(jobOf(inJob, ranksOf(testRun, 2)), 3, nil)[1])
 	assert.Zero(t, h.sink.SpanCount())
 	assert.Empty(t, h.sink.AllTraces(), "an empty batch is not passed on")
 }
@@ -309,7 +312,7 @@ func TestResourcesWithoutARankPassUntouched(t *testing.T) {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "dataloader")
-	appendStep(rs.ScopeSpans().AppendEmpty().Spans(), shapes[0], rankProc{}, 3)
+	appendStep(rs.ScopeSpans().AppendEmpty().Spans(), jobOf(inJob, nil), lensfixture.Rank{}, 3)
 	want := ptrace.NewTraces()
 	td.CopyTo(want)
 	h.send(t, td)
@@ -322,11 +325,11 @@ func TestFractionOfSpansKept(t *testing.T) {
 	// of step spans leave; checked over many runs so that it is not luck.
 	h := newHarness(t, sampledConfig(0.01))
 	for run := range 200 {
-		h.send(t, training(shapes[2], ranksOf(fmt.Sprintf("run-%d", run), 2), 40, nil)...)
+		h.send(t, training(jobOf(ownRoot, ranksOf(fmt.Sprintf("run-%d", run), 2)), 40, nil)...)
 	}
 	steps := 0
 	for _, s := range collect(h.sink) {
-		if s.kind == kindStep {
+		if s.kind == lensfixture.KindStep {
 			steps++
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 )
 
@@ -131,7 +132,7 @@ func rankFromEnv(ctx context.Context) (lensemu.Rank, error) {
 		return r, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	host, _ := os.Hostname()
-	r.Resource = append(slurmAttributes(), attribute.String("host.name", host))
+	r.Resource = append(slurmAttributes(), attribute.String(attrkey.HostName, host))
 	r.Resource = append(r.Resource, fromEnv.Attributes()...)
 	return r, nil
 }
