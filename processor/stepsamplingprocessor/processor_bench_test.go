@@ -15,7 +15,7 @@ import (
 
 const (
 	benchRanks        = 1000
-	benchMicrobatches = 8
+	benchMicrobatches = 5 // 20 spans a step
 )
 
 // benchJob is a per_step job of benchRanks ranks: each step a
