@@ -58,8 +58,10 @@ var benchShapes = []benchShape{
 // identity (dl.* keys) plus the shape's W&B and SLURM attributes.
 func benchRank(s benchShape, r int) lensfixture.Rank {
 	kv := func(k string, v any) lensfixture.KeyValue { return lensfixture.KeyValue{Key: k, Value: v} }
-	rank := lensfixture.Rank{Rank: int64(r), WorldSize: benchRanks, LegacyKeys: true, ServiceName: "megatron",
-		Extra: []lensfixture.KeyValue{kv("deployment.environment", "prod")}}
+	rank := lensfixture.Rank{
+		Rank: int64(r), WorldSize: benchRanks, LegacyKeys: true, ServiceName: "megatron",
+		Extra: []lensfixture.KeyValue{kv("deployment.environment", "prod")},
+	}
 	if s.linkRuns {
 		rank.Run = "7f3a9c1e2b4d"
 	}

@@ -30,42 +30,44 @@ type KeyValue struct {
 }
 
 // Rank is the identity of one training process as NeMo Lens reports it.
+// (Its flags are kept together so that the struct stays small enough to
+// range over by value.)
 type Rank struct {
 	// Run is sent as nemo.run.id; "" sends none (service.instance.id then
 	// says "norun").
 	Run string
 	// Group is sent as rl.worker_group (NeMo-RL); "" sends none.
 	Group string
+	// ServiceName defaults to "nemo".
+	ServiceName string
+	// HostName and PID override the host (Host()) and process.pid
+	// (10000 + Rank), e.g. to place two jobs on one named host.
+	HostName string
+	PID      int32
+	// GPUsPerNode sets the local rank (Rank mod it) and the host
+	// (Rank / it); 0 means GPUsPerNode.
+	GPUsPerNode int32
 	// Rank is the global rank.
 	Rank int64
 	// WorldSize is the number of ranks; 0 leaves the attribute out.
 	WorldSize int64
-	// GPUsPerNode sets the local rank (Rank mod it) and the host
-	// (Rank / it); 0 means GPUsPerNode.
-	GPUsPerNode int64
-	// NoLocalRank leaves the local rank out.
-	NoLocalRank bool
-	// HostName and PID override the host (Host()) and process.pid
-	// (10000 + Rank), e.g. to place two jobs on one named host.
-	HostName string
-	PID      int64
-	// NoHost leaves host.name and process.pid out.
-	NoHost bool
+	// Extra attributes follow the identity (slurm.*, wandb.*, k8s.*, ...).
+	Extra []KeyValue
 	// AsString sends the rank identity as strings ("3"), as
 	// OTEL_RESOURCE_ATTRIBUTES does.
 	AsString bool
 	// LegacyKeys sends dl.rank/dl.world_size/dl.local_rank instead of the
 	// nv.dl.* spelling.
 	LegacyKeys bool
-	// ServiceName defaults to "nemo".
-	ServiceName string
-	// Extra attributes follow the identity (slurm.*, wandb.*, k8s.*, ...).
-	Extra []KeyValue
+	// NoLocalRank leaves the local rank out.
+	NoLocalRank bool
+	// NoHost leaves host.name and process.pid out.
+	NoHost bool
 }
 
 func (r Rank) perNode() int64 {
 	if r.GPUsPerNode > 0 {
-		return r.GPUsPerNode
+		return int64(r.GPUsPerNode)
 	}
 	return GPUsPerNode
 }
@@ -85,7 +87,7 @@ func (r Rank) Host() string {
 // ProcessID is the rank's process.pid: PID, or 10000 + Rank.
 func (r Rank) ProcessID() int64 {
 	if r.PID != 0 {
-		return r.PID
+		return int64(r.PID)
 	}
 	return 10000 + r.Rank
 }

@@ -40,8 +40,8 @@ func perProcessID(job, rank int) string {
 func torchrunRank(host string, job, rank, worldSize int) map[string]any {
 	r := lensfixture.Rank{
 		Run: perProcessID(job, rank), Rank: int64(rank), WorldSize: int64(worldSize), ServiceName: "megatron",
-		GPUsPerNode: int64(worldSize),                        // one node: the local rank is the rank
-		HostName:    host, PID: int64(4000 + 100*job + rank), // the processes of two jobs differ
+		GPUsPerNode: int32(worldSize),                        // one node: the local rank is the rank
+		HostName:    host, PID: int32(4000 + 100*job + rank), // the processes of two jobs differ
 		AsString: rank%2 == 1, LegacyKeys: rank%2 == 1,
 		Extra: []lensfixture.KeyValue{{Key: "host.gpu.count", Value: int64(8)}},
 	}

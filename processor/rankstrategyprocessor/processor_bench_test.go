@@ -68,10 +68,14 @@ func benchRank(rank int) lensfixture.Rank {
 	return lensfixture.Rank{
 		Run: "4831207", Rank: int64(rank), WorldSize: benchRanks, ServiceName: "megatron",
 		Extra: []lensfixture.KeyValue{
-			{Key: "wandb.entity", Value: "nvidia"}, {Key: "wandb.project", Value: "gpt-175b"},
+			{Key: "wandb.entity", Value: "nvidia"},
+			{Key: "wandb.project", Value: "gpt-175b"},
 			{Key: "deployment.environment", Value: "prod"},
-			{Key: "nv.dl.topology.size.tp", Value: 8}, {Key: "nv.dl.topology.size.pp", Value: 5}, {Key: "nv.dl.topology.size.dp", Value: 25},
-			{Key: "slurm.job.id", Value: "4831207"}, {Key: "slurm.job.name", Value: "gpt-175b-pretrain"},
+			{Key: "nv.dl.topology.size.tp", Value: 8},
+			{Key: "nv.dl.topology.size.pp", Value: 5},
+			{Key: "nv.dl.topology.size.dp", Value: 25},
+			{Key: "slurm.job.id", Value: "4831207"},
+			{Key: "slurm.job.name", Value: "gpt-175b-pretrain"},
 		},
 	}
 }

@@ -52,22 +52,20 @@ func jobOf(shape lensfixture.Shape, ranks []lensfixture.Rank) lensfixture.Run {
 	return lensfixture.Run{Ranks: ranks, Shape: shape, Step: testStep}
 }
 
-// appendStep appends the fixture's step of rank r and returns the step
-// span's index in dst.
-func appendStep(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64) int {
-	return appendStepPart(dst, run, r, it, lensfixture.WholeStep)
+// appendStep appends the fixture's step of rank r.
+func appendStep(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64) {
+	appendStepPart(dst, run, r, it, lensfixture.WholeStep)
 }
 
 // appendStepPart appends part of the step: a rank exports the children,
 // which end first, possibly in an earlier batch than their step span. A
 // rank that sends its identity as strings sends its iteration as a decimal
 // string too, so that both spellings are read.
-func appendStepPart(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64, part lensfixture.Part) int {
+func appendStepPart(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64, part lensfixture.Part) {
 	at := run.AppendStepPart(dst, r, it, part)
 	if at >= 0 && r.AsString {
 		dst.At(at).Attributes().PutStr(attrkey.MegatronIteration, strconv.FormatInt(it, 10))
 	}
-	return at
 }
 
 func appendStepChildren(dst ptrace.SpanSlice, run lensfixture.Run, r lensfixture.Rank, it int64) {

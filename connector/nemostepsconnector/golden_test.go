@@ -1,0 +1,76 @@
+package nemostepsconnector
+
+import (
+	"flag"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
+	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+)
+
+// update rewrites testdata/<case>/input.yaml from goldenJob and
+// expected.yaml from the connector's output (go test -run TestGoldenMetrics
+// -update); read both before keeping them.
+var update = flag.Bool("update", false, "write testdata/<case>/{input,expected}.yaml")
+
+// goldenJob is the input of the golden cases: two ranks of run golden-run,
+// rank 0 sending nv.dl.rank as an int and rank 1 dl.rank as a string,
+// iterations 1 to 3 of synchronous training with one micro-batch: both
+// compute 100ms, rank 1 200ms on iteration 2, so that rank 0 waits 100ms
+// longer in grad_sync.finish there; the gradient sync takes 20ms and the
+// optimizer 30ms. Busy time is compute + optimizer: 130ms, and 230ms for
+// rank 1 on iteration 2 (relative score 130/230 = 0.565, a straggler);
+// every step lasts 150ms, 250ms on iteration 2.
+func goldenJob(shape lensfixture.Shape) ptrace.Traces {
+	run := lensfixture.Run{
+		Ranks: []lensfixture.Rank{
+			{Run: "golden-run", Rank: 0, WorldSize: 2},
+			{Run: "golden-run", Rank: 1, WorldSize: 2, AsString: true, LegacyKeys: true},
+		},
+		Shape: shape,
+		Step:  lensfixture.Step{Compute: 100 * time.Millisecond, GradSync: 20 * time.Millisecond, Optimizer: 30 * time.Millisecond, MicroBatches: 1},
+		Compute: func(rank, iteration int64) time.Duration {
+			if rank == 1 && iteration == 2 {
+				return 200 * time.Millisecond
+			}
+			return 100 * time.Millisecond
+		},
+	}
+	td := ptrace.NewTraces()
+	for it := int64(1); it <= 3; it++ {
+		run.Iteration(it).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	return td
+}
+
+func TestGoldenMetrics(t *testing.T) {
+	tests := []struct {
+		name  string
+		shape lensfixture.Shape
+	}{
+		// Steps named megatron.train_step, each its own trace root.
+		{name: "train_step_own_root", shape: lensfixture.Shape{StepName: attrkey.MegatronTrainStep, StepsAreRoots: true}},
+		// The same job in the other Megatron shape: steps named
+		// megatron.train.iteration under the rank's run-long
+		// megatron.train span. The step metrics are the same.
+		{name: "train_iteration_in_job", shape: lensfixture.Shape{StepName: attrkey.MegatronTrainIteration}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join("testdata", tt.name)
+			if *update {
+				require.NoError(t, golden.WriteTraces(t, filepath.Join(dir, "input.yaml"), goldenJob(tt.shape)))
+			}
+			cfg := createDefaultConfig().(*Config)
+			require.NoError(t, cfg.Validate())
+			goldentest.TracesToMetrics(t, NewFactory(), cfg, dir, *update)
+		})
+	}
+}
