@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -250,7 +251,7 @@ func TestKeepErrorsFromDroppedRanks(t *testing.T) {
 		})
 		return ss.Spans().Len() == 0
 	})
-	assertSameTraces(t, want, h.tsink.AllTraces()[0])
+	require.NoError(t, ptracetest.CompareTraces(want, h.tsink.AllTraces()[0]), "exactly the input, in its order")
 
 	metadatatest.AssertEqualProcessorRankStrategyItemsKept(t, h.tel, []metricdata.DataPoint[int64]{
 		{Attributes: itemAttrs("traces", reasonSelected), Value: 6},
@@ -411,18 +412,6 @@ func TestProcessorsReportMutatesData(t *testing.T) {
 	assert.True(t, h.traces.Capabilities().MutatesData)
 	assert.True(t, h.metrics.Capabilities().MutatesData)
 	assert.True(t, h.logs.Capabilities().MutatesData)
-}
-
-// assertSameTraces compares two batches as OTLP/JSON, which shows a readable
-// diff on failure.
-func assertSameTraces(t *testing.T, want, got ptrace.Traces) {
-	t.Helper()
-	var m ptrace.JSONMarshaler
-	wantJSON, err := m.MarshalTraces(want)
-	require.NoError(t, err)
-	gotJSON, err := m.MarshalTraces(got)
-	require.NoError(t, err)
-	assert.JSONEq(t, string(wantJSON), string(gotJSON))
 }
 
 // The collector may call one processor from several receivers' goroutines

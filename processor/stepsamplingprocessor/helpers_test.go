@@ -247,15 +247,3 @@ func sampledConfig(rate float64) *Config {
 	cfg.SampleRate = rate
 	return cfg
 }
-
-// requireSameTraces fails unless got is want, exactly: same resources,
-// scopes, spans and attributes, in the same order.
-func requireSameTraces(t *testing.T, want, got ptrace.Traces) {
-	t.Helper()
-	var m ptrace.JSONMarshaler
-	w, err := m.MarshalTraces(want)
-	require.NoError(t, err)
-	g, err := m.MarshalTraces(got)
-	require.NoError(t, err)
-	require.JSONEq(t, string(w), string(g))
-}
