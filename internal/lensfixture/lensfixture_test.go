@@ -206,3 +206,10 @@ func TestAppendStepPartsAndSpans(t *testing.T) {
 	assert.Equal(t, "dgx-07", host.Str())
 	assert.Equal(t, int64(42), pid.Int())
 }
+
+func TestOverlappingStepsAreAMistake(t *testing.T) {
+	run := Run{Ranks: []Rank{{Rank: 0}}, Period: 100 * time.Millisecond} // DefaultStep lasts 100ms
+	assert.PanicsWithValue(t, "lensfixture: iteration 1 lasts 100ms, not less than the run's Period 100ms: raise Run.Period", func() {
+		run.AppendStep(ptrace.NewSpanSlice(), run.Ranks[0], 1)
+	})
+}

@@ -1,6 +1,7 @@
 package lensfixture
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -188,7 +189,13 @@ func (r Run) AppendStep(dst ptrace.SpanSlice, rank Rank, iteration int64) int {
 // AppendStepPart appends part of rank's step of iteration, as AppendStep
 // does, and returns the step span's index in dst (-1 without it).
 func (r Run) AppendStepPart(dst ptrace.SpanSlice, rank Rank, iteration int64, part Part) int {
-	plans := r.StepOf(rank.Rank, iteration).Plans(r.stepName())
+	step := r.StepOf(rank.Rank, iteration)
+	if d, period := step.Duration(), r.StepStart(iteration+1).Sub(r.StepStart(iteration)); d >= period {
+		// Steps of one rank never overlap: a fixture that says they do is
+		// a mistake in the test, not data to send.
+		panic(fmt.Sprintf("lensfixture: iteration %d lasts %v, not less than the run's Period %v: raise Run.Period", iteration, d, period))
+	}
+	plans := step.Plans(r.stepName())
 	start := r.StepStart(iteration)
 	trace := r.TraceID(rank, iteration)
 	stepAt := -1

@@ -274,6 +274,7 @@ func TestStragglersWarnWhenRanksDoNotShareARun(t *testing.T) {
 	h := newStragglerHarness(t, nil, nil)
 	for rank := range int64(4) {
 		run := newTrainingRun(4, map[int64]map[int64]float64{1: {rank: float64(rank + 1)}})
+		run.Period = 4 * time.Second // rank 3's step, computing 4x, lasts 3.06s
 		for i := range run.Ranks {
 			run.Ranks[i].Run = fmt.Sprintf("run-s-%d", rank)
 		}
