@@ -1,12 +1,10 @@
 package nemostepsconnector
 
 import (
-	"flag"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -14,11 +12,6 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
 	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
-
-// update rewrites testdata/<case>/input.yaml from goldenJob and
-// expected.yaml from the connector's output (go test -run TestGoldenMetrics
-// -update); read both before keeping them.
-var update = flag.Bool("update", false, "write testdata/<case>/{input,expected}.yaml")
 
 // goldenJob is the input of the golden cases: two ranks of run golden-run,
 // rank 0 sending nv.dl.rank as an int and rank 1 dl.rank as a string,
@@ -65,12 +58,10 @@ func TestGoldenMetrics(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join("testdata", tt.name)
-			if *update {
-				require.NoError(t, golden.WriteTraces(t, filepath.Join(dir, "input.yaml"), goldenJob(tt.shape)))
-			}
+			goldentest.WriteInput(t, dir, func() ptrace.Traces { return goldenJob(tt.shape) })
 			cfg := createDefaultConfig().(*Config)
 			require.NoError(t, cfg.Validate())
-			goldentest.TracesToMetrics(t, NewFactory(), cfg, dir, *update)
+			goldentest.TracesToMetrics(t, NewFactory(), cfg, dir)
 		})
 	}
 }

@@ -217,8 +217,5 @@ func TestFailedWriteIsTakenBack(t *testing.T) {
 	assert.Equal(t, prefill, got, "the partial write was taken back")
 	lines := readRecords(t, filepath.Join(dir, "run-ok.jsonl"))
 	assert.Len(t, lines, 10)
-	for _, l := range lines {
-		var r spanRecord
-		decodeStrict(t, l, &r)
-	}
+	decodeLines[spanRecord](t, lines)
 }

@@ -114,6 +114,16 @@ func splitLines(tb testing.TB, out []byte) [][]byte {
 	return bytes.Split(out[:len(out)-1], []byte{'\n'})
 }
 
+// decodeLines decodes every line into a T with decodeStrict.
+func decodeLines[T any](tb testing.TB, lines [][]byte) []T {
+	tb.Helper()
+	recs := make([]T, len(lines))
+	for i, l := range lines {
+		decodeStrict(tb, l, &recs[i])
+	}
+	return recs
+}
+
 // decodeStrict decodes one line into v the way a strict reader would: valid
 // UTF-8, valid RFC 8259 JSON, one value per line, no unknown key.
 func decodeStrict(tb testing.TB, line []byte, v any) {

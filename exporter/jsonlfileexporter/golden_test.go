@@ -3,7 +3,6 @@ package jsonlfileexporter
 import (
 	"encoding/base64"
 	"encoding/json"
-	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,12 +15,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite testdata/golden/*.jsonl from the current encoder")
-
-// Records as a strict reader sees them: decoding with DisallowUnknownFields
-// into these fails on any key the format does not define.
 
 func traceID(s string) pcommon.TraceID {
 	var id pcommon.TraceID
@@ -242,7 +238,7 @@ func goldenLogs() plog.Logs {
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", "golden", name)
-	if *updateGolden {
+	if *goldentest.Update {
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		require.NoError(t, os.WriteFile(path, got, 0o644)) //nolint:gosec // G306: a golden file is checked-in testdata, as readable as the rest of the source tree
 	}
@@ -257,12 +253,7 @@ func TestSpanRecordsGolden(t *testing.T) {
 
 	lines := splitLines(t, out)
 	require.Len(t, lines, 6)
-	var recs []spanRecord
-	for _, l := range lines {
-		var r spanRecord
-		decodeStrict(t, l, &r)
-		recs = append(recs, r)
-	}
+	recs := decodeLines[spanRecord](t, lines)
 	// The keys the NeMo Lens span exporter wrote, and the additions.
 	base := []string{
 		"attributes", "end_time_unix_nano", "events", "kind", "links", "name", "parent_id",
@@ -316,12 +307,7 @@ func TestMetricRecordsGolden(t *testing.T) {
 
 	lines := splitLines(t, out)
 	require.Len(t, lines, 8)
-	var recs []metricRecord
-	for _, l := range lines {
-		var r metricRecord
-		decodeStrict(t, l, &r)
-		recs = append(recs, r)
-	}
+	recs := decodeLines[metricRecord](t, lines)
 	assert.Equal(t, "gauge", recs[0].Type)
 	assert.Equal(t, json.Number("2.5"), recs[0].Value)
 	assert.Equal(t, "NaN", recs[1].Value)
@@ -369,12 +355,7 @@ func TestLogRecordsGolden(t *testing.T) {
 
 	lines := splitLines(t, out)
 	require.Len(t, lines, 3)
-	var recs []logRecord
-	for _, l := range lines {
-		var r logRecord
-		decodeStrict(t, l, &r)
-		recs = append(recs, r)
-	}
+	recs := decodeLines[logRecord](t, lines)
 	assert.Equal(t, "iteration 100 | lm loss: 2.5 |\n", recs[0].Body)
 	require.NotNil(t, recs[0].TraceID)
 	assert.Equal(t, "0102030405060708090a0b0c0d0e0f10", *recs[0].TraceID)

@@ -1,11 +1,9 @@
 package nemorunprocessor
 
 import (
-	"flag"
 	"path/filepath"
 	"testing"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -13,11 +11,6 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
 	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 )
-
-// update rewrites testdata/<case>/input.yaml from goldenFleet and
-// expected.yaml from the processor's output (go test -run TestGoldenTraces
-// -update); read both before keeping them.
-var update = flag.Bool("update", false, "write testdata/<case>/{input,expected}.yaml")
 
 // goldenFleet is the input of the golden cases, one batch holding one step
 // span of each of these ranks, their rank attributes in both spellings,
@@ -67,13 +60,11 @@ func TestGoldenTraces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join("testdata", tt.name)
-			if *update {
-				require.NoError(t, golden.WriteTraces(t, filepath.Join(dir, "input.yaml"), goldenFleet()))
-			}
+			goldentest.WriteInput(t, dir, goldenFleet)
 			cfg := createDefaultConfig().(*Config)
 			tt.edit(cfg)
 			require.NoError(t, cfg.Validate())
-			goldentest.Traces(t, NewFactory(), cfg, dir, *update)
+			goldentest.Traces(t, NewFactory(), cfg, dir)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package rankstrategyprocessor
 
 import (
-	"flag"
 	"path/filepath"
 	"testing"
 
@@ -9,10 +8,6 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
 )
-
-// update rewrites testdata/<case>/expected.yaml from the processor's output
-// (go test -run TestGoldenTraces -update); read the result before keeping it.
-var update = flag.Bool("update", false, "write testdata/<case>/expected.yaml from the output")
 
 func TestGoldenTraces(t *testing.T) {
 	tests := []struct {
@@ -57,7 +52,7 @@ func TestGoldenTraces(t *testing.T) {
 				tt.edit(cfg)
 			}
 			require.NoError(t, cfg.Validate())
-			goldentest.Traces(t, NewFactory(), cfg, filepath.Join("testdata", tt.name), *update)
+			goldentest.Traces(t, NewFactory(), cfg, filepath.Join("testdata", tt.name))
 		})
 	}
 }
