@@ -1,6 +1,7 @@
 package lensfixture
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"time"
@@ -82,19 +83,9 @@ func (r Run) scanSlowest(iteration int64) time.Duration {
 	return slowest
 }
 
-func (r Run) stepName() string {
-	if r.Shape.StepName == "" {
-		return attrkey.MegatronTrainStep
-	}
-	return r.Shape.StepName
-}
+func (r Run) stepName() string { return cmp.Or(r.Shape.StepName, attrkey.MegatronTrainStep) }
 
-func (r Run) template() Step {
-	if r.Step == (Step{}) {
-		return DefaultStep
-	}
-	return r.Step
-}
+func (r Run) template() Step { return cmp.Or(r.Step, DefaultStep) }
 
 func (r Run) compute(rank, iteration int64) time.Duration {
 	if r.Compute != nil {
@@ -129,15 +120,10 @@ func (r Run) JobStart() time.Time {
 
 // StepStart is when every rank's step of iteration starts.
 func (r Run) StepStart(iteration int64) time.Time {
-	setup, period := r.Setup, r.Period
-	if setup == 0 {
-		setup = DefaultSetup
-	}
-	if period == 0 {
-		period = DefaultPeriod
-	}
-	return r.JobStart().Add(setup + time.Duration(iteration)*period)
+	return r.JobStart().Add(cmp.Or(r.Setup, DefaultSetup) + time.Duration(iteration)*r.period())
 }
+
+func (r Run) period() time.Duration { return cmp.Or(r.Period, DefaultPeriod) }
 
 // TraceID is the trace of rank's step on iteration (iteration < 0: its job
 // spans).
@@ -190,7 +176,7 @@ func (r Run) AppendStep(dst ptrace.SpanSlice, rank Rank, iteration int64) int {
 // does, and returns the step span's index in dst (-1 without it).
 func (r Run) AppendStepPart(dst ptrace.SpanSlice, rank Rank, iteration int64, part Part) int {
 	step := r.StepOf(rank.Rank, iteration)
-	if d, period := step.Duration(), r.StepStart(iteration+1).Sub(r.StepStart(iteration)); d >= period {
+	if d, period := step.Duration(), r.period(); d >= period {
 		// Steps of one rank never overlap: a fixture that says they do is
 		// a mistake in the test, not data to send.
 		panic(fmt.Sprintf("lensfixture: iteration %d lasts %v, not less than the run's Period %v: raise Run.Period", iteration, d, period))
