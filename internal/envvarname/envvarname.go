@@ -17,10 +17,45 @@ func FromURI(uri, scheme string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%q uri is not supported by %q provider", uri, scheme)
 	}
+	return name, check(name)
+}
+
+func check(name string) error {
 	if !validName.MatchString(name) {
-		return "", fmt.Errorf("environment variable %q has an invalid name: must match %s", name, validName)
+		return fmt.Errorf("environment variable %q has an invalid name: must match %s", name, validName)
 	}
-	return name, nil
+	return nil
+}
+
+// WithDefault reads "scheme:NAME" like Required, or "scheme:NAME:-DEFAULT"
+// (the ${env:NAME:-DEFAULT} syntax): the variable's value, or DEFAULT when
+// it is unset or empty.
+func WithDefault(uri, scheme string, lookup func(string) (string, bool)) (name, value string, err error) {
+	rest, ok := strings.CutPrefix(uri, scheme+":")
+	nameOnly, def, hasDefault := strings.Cut(rest, ":-")
+	if !ok || !hasDefault {
+		return Required(uri, scheme, lookup)
+	}
+	if err := check(nameOnly); err != nil {
+		return "", "", err
+	}
+	if value, _ = lookup(nameOnly); value == "" {
+		value = def
+	}
+	return nameOnly, value, nil
+}
+
+// Pair returns A and B from "scheme:A:B", two variable names.
+func Pair(uri, scheme string) (a, b string, err error) {
+	rest, ok := strings.CutPrefix(uri, scheme+":")
+	a, b, two := strings.Cut(rest, ":")
+	if !ok || !two {
+		return "", "", fmt.Errorf("%q: want %s:NAME:NAME, two environment variable names", uri, scheme)
+	}
+	if err := check(a); err != nil {
+		return "", "", err
+	}
+	return a, b, check(b)
 }
 
 // Required reads the variable that "scheme:NAME" names with lookup, and

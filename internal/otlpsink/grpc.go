@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/http"
 
+	// The gRPC compressors a collector sends with (snappy, zstd; gzip is
+	// grpc-go's own), registered by configgrpc: the agent preset sends snappy.
+	_ "go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -16,14 +19,15 @@ import (
 
 // StartGRPC listens for OTLP/gRPC (the trace, metrics and logs services) on
 // a free 127.0.0.1 port, given in Addr; URL is empty. Each request goes to
-// the responder like an OTLP/HTTP one, with its metadata as Header.
-func StartGRPC() (*Sink, error) {
+// the responder like an OTLP/HTTP one, with its metadata as Header. opts
+// are the server's (grpc.Creds for TLS).
+func StartGRPC(opts ...grpc.ServerOption) (*Sink, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	s := &Sink{Addr: l.Addr().String(), signalOf: StandardPaths}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	ptraceotlp.RegisterGRPCServer(srv, &grpcTraces{s: s})
 	pmetricotlp.RegisterGRPCServer(srv, &grpcMetrics{s: s})
 	plogotlp.RegisterGRPCServer(srv, &grpcLogs{s: s})

@@ -13,7 +13,18 @@
 //   - an OTLP exporter whose endpoint is this collector's own OTLP receiver:
 //     every item would loop back into the collector forever. It happens when
 //     a preset reads the job's OTEL_EXPORTER_OTLP_ENDPOINT in a shell shared
-//     with the training job.
+//     with the training job;
+//   - an otlp_grpc exporter (or a load_balancing exporter's otlp protocol)
+//     whose endpoint is an http:// URL while tls.insecure is not true:
+//     configgrpc would speak TLS to a plaintext receiver and every export
+//     would fail with "tls: first record does not look like a TLS
+//     handshake". The OpenTelemetry SDKs read http:// as "no TLS"; so do our
+//     presets (${grpcinsecure:...}).
+//
+// It also warns (the start goes on) about a stock `file` exporter whose
+// directory does not exist and that does not set create_directory: the
+// exporter would fail at start with "no such file or directory", after
+// `validate` passed.
 //
 // The collector's own config validation cannot see these: the values are
 // well-formed. A converter runs on every config the binary loads, presets,
@@ -27,20 +38,37 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/confmap"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
-type converter struct{}
-
-// NewFactory returns the factory of the converter.
-func NewFactory() confmap.ConverterFactory {
-	return confmap.NewConverterFactory(func(confmap.ConverterSettings) confmap.Converter { return converter{} })
+type converter struct {
+	logger *zap.Logger
+	// statDir reports whether a directory exists (a test seam).
+	statDir func(string) bool
 }
 
-func (converter) Convert(_ context.Context, conf *confmap.Conf) error {
+// NewFactory returns the factory of the converter.
+//
+// Its warnings go to stderr through a logger of its own, not the
+// ConverterSettings one: the collector buffers that logger's lines until
+// its telemetry is up, and `otelcol-nemo validate` never gets that far, so
+// a warning meant for validate would be lost there.
+func NewFactory() confmap.ConverterFactory {
+	return confmap.NewConverterFactory(func(confmap.ConverterSettings) confmap.Converter {
+		enc := zap.NewProductionEncoderConfig()
+		enc.EncodeTime = zapcore.ISO8601TimeEncoder // as the collector's own lines
+		stderr := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zap.WarnLevel)
+		return converter{logger: zap.New(stderr), statDir: dirExists}
+	})
+}
+
+func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 	exporters, _ := conf.Get("exporters").(map[string]any)
 	own := ownEndpoints(conf)
 	var errs []error
@@ -56,6 +84,11 @@ func (converter) Convert(_ context.Context, conf *confmap.Conf) error {
 			errs = append(errs, checkLoop(id, cfg, own, "http")...)
 		case "otlp", "otlp_grpc":
 			errs = append(errs, checkLoop(id, cfg, own, "grpc")...)
+			errs = append(errs, checkPlaintextScheme(id, cfg)...)
+		case "load_balancing", "loadbalancing":
+			errs = append(errs, checkLoadBalancing(id, cfg)...)
+		case "file":
+			c.warnMissingDirectory(id, cfg)
 		}
 	}
 	errs = append(errs, undefinedJaeger(conf, exporters)...)

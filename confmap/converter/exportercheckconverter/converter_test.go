@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func convert(t *testing.T, raw map[string]any) error {
@@ -94,4 +96,55 @@ func TestJaegerNamedInAPipeline(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "service::pipelines::traces::exporters names jaeger")
 	assert.Contains(t, err.Error(), "otlp_grpc")
+}
+
+func TestPlaintextSchemeUnderTLS(t *testing.T) {
+	err := convert(t, map[string]any{"exporters": map[string]any{
+		"otlp_grpc/jaeger": map[string]any{"endpoint": "http://jaeger:4317"},
+	}})
+	require.ErrorContains(t, err, `exporters::otlp_grpc/jaeger::endpoint "http://jaeger:4317" says no TLS (http://) but tls.insecure is not true`)
+	assert.ErrorContains(t, err, "set `tls: {insecure: true}`")
+
+	err = convert(t, map[string]any{"exporters": map[string]any{
+		"load_balancing": map[string]any{
+			"protocol": map[string]any{"otlp": map[string]any{"tls": map[string]any{"insecure": false}}},
+			"resolver": map[string]any{"static": map[string]any{"hostnames": []any{"gw1:4317", "http://gw2:4317"}}},
+		},
+	}})
+	require.ErrorContains(t, err, `exporters::load_balancing::protocol::otlp (resolver::static::hostnames)::endpoint "http://gw2:4317"`)
+	assert.NotContains(t, err.Error(), "gw1")
+
+	err = convert(t, map[string]any{"exporters": map[string]any{
+		"load_balancing": map[string]any{"resolver": map[string]any{"dns": map[string]any{"hostname": "http://gateways.svc"}}},
+	}})
+	require.ErrorContains(t, err, `exporters::load_balancing::resolver::dns::hostname "http://gateways.svc" is a URL`)
+
+	for name, exp := range map[string]map[string]any{
+		"http:// with insecure":          {"otlp_grpc": map[string]any{"endpoint": "http://jaeger:4317", "tls": map[string]any{"insecure": true}}},
+		"http:// with insecure (string)": {"otlp": map[string]any{"endpoint": "http://jaeger:4317", "tls": map[string]any{"insecure": "true"}}},
+		"https:// with TLS":              {"otlp_grpc": map[string]any{"endpoint": "https://otlp.example.com:443"}},
+		"host:port with TLS":             {"otlp_grpc": map[string]any{"endpoint": "otlp.example.com:4317"}},
+		"plaintext gateways": {"load_balancing": map[string]any{
+			"protocol": map[string]any{"otlp": map[string]any{"tls": map[string]any{"insecure": true}}},
+			"resolver": map[string]any{"static": map[string]any{"hostnames": []any{"http://gw1:4317", "gw2:4317"}}},
+		}},
+	} {
+		assert.NoError(t, convert(t, map[string]any{"exporters": exp}), name)
+	}
+}
+
+func TestFileExporterDirectoryWarning(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	c := converter{logger: zap.New(core), statDir: func(dir string) bool { return dir == "/exists" }}
+	conf := confmap.NewFromStringMap(map[string]any{"exporters": map[string]any{
+		"file":          map[string]any{"path": "/var/log/otel/telemetry.jsonl"},
+		"file/ok":       map[string]any{"path": "/exists/telemetry.jsonl"},
+		"file/creates":  map[string]any{"path": "/missing/a.jsonl", "create_directory": true},
+		"file/group_by": map[string]any{"path": "/missing/*.jsonl", "group_by": map[string]any{"enabled": true}},
+	}})
+	require.NoError(t, c.Convert(t.Context(), conf), "a missing directory warns, it does not refuse")
+	require.Equal(t, 1, logs.Len(), "one warning, for the exporter without its directory")
+	entry := logs.All()[0]
+	assert.Contains(t, entry.Message, "create_directory: true")
+	assert.Equal(t, map[string]any{"exporter": "file", "path": "/var/log/otel/telemetry.jsonl", "directory": "/var/log/otel"}, entry.ContextMap())
 }

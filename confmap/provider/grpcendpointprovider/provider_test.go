@@ -7,37 +7,30 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestHostPort(t *testing.T) {
-	for in, want := range map[string]string{
-		"jaeger:4317":                     "jaeger:4317",
-		"127.0.0.1:4317":                  "127.0.0.1:4317",
-		"https://otlp.example.com":        "otlp.example.com:443",
-		"https://otlp.example.com/otlp/":  "otlp.example.com:443",
-		"http://tempo:4317":               "tempo:4317",
-		"http://[::1]":                    "[::1]:80",
-		"https://api.honeycomb.io:443/v1": "api.honeycomb.io:443",
-	} {
-		got, err := HostPort(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, bad := range []string{"jaeger", "ftp://x", "https://"} {
-		_, err := HostPort(bad)
-		assert.Error(t, err, bad)
-	}
-}
-
 func TestRetrieve(t *testing.T) {
-	env := map[string]string{"EP": "https://otlp.example.com/otlp", "BAD": "nohost"}
+	env := map[string]string{"EP": "https://otlp.example.com/otlp", "PLAIN": "http://jaeger:4317", "BARE": "jaeger:4317", "BAD": "nohost", "EMPTY": ""}
 	p := &provider{lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
-	r, err := p.Retrieve(t.Context(), "grpcendpoint:EP", nil)
-	require.NoError(t, err)
-	v, err := r.AsRaw()
-	require.NoError(t, err)
-	assert.Equal(t, "otlp.example.com:443", v)
+	for uri, want := range map[string]string{
+		"grpcendpoint:EP":                      "https://otlp.example.com:443",
+		"grpcendpoint:PLAIN":                   "http://jaeger:4317",
+		"grpcendpoint:BARE":                    "jaeger:4317",
+		"grpcendpoint:BARE:-localhost:14317":   "jaeger:4317",
+		"grpcendpoint:UNSET:-localhost:14317":  "localhost:14317",
+		"grpcendpoint:EMPTY:-http://jaeger:80": "http://jaeger:80",
+	} {
+		r, err := p.Retrieve(t.Context(), uri, nil)
+		require.NoError(t, err, uri)
+		v, err := r.AsRaw()
+		require.NoError(t, err)
+		assert.Equal(t, want, v, uri)
+	}
 
-	_, err = p.Retrieve(t.Context(), "grpcendpoint:UNSET", nil)
+	_, err := p.Retrieve(t.Context(), "grpcendpoint:UNSET", nil)
 	require.ErrorContains(t, err, "UNSET is required")
 	_, err = p.Retrieve(t.Context(), "grpcendpoint:BAD", nil)
 	require.ErrorContains(t, err, "environment variable BAD")
+	_, err = p.Retrieve(t.Context(), "grpcendpoint:UNSET:-nohost", nil)
+	require.ErrorContains(t, err, "environment variable UNSET")
+	_, err = p.Retrieve(t.Context(), "grpcendpoint:BAD-NAME", nil)
+	require.ErrorContains(t, err, "invalid name")
 }
