@@ -51,17 +51,30 @@ var composeFiles = []composeFile{
 	{name: "docker-compose.honeycomb.yml", project: "otelcol-nemo-honeycomb", services: []string{"collector"}, config: presetDir + "collector-honeycomb.yaml"},
 }
 
-// collectorPorts are the ports the collector publishes, by the variable that
-// sets both the container port and the host port, with its default.
+// collectorPorts are the ports the collector publishes. Inside the container
+// each is the image's port (EXPOSE), pinned in the container's environment by
+// the variable the presets listen on; the same variable, from .env or the
+// shell, chooses only the host port (docker/prometheus.yml scrapes the
+// container's ports, so they must not move).
 var collectorPorts = []struct {
 	env      string
-	def      uint32
-	loopback bool // always published on 127.0.0.1, whatever NEMO_PUBLISH_ADDR says
+	port     uint32 // in the container, and the host port by default
+	loopback bool   // always published on 127.0.0.1, whatever NEMO_PUBLISH_ADDR says
+	only     string // published by this compose file only ("": by every one)
 }{
-	{env: "OTLP_GRPC_PORT", def: 4317},
-	{env: "OTLP_HTTP_PORT", def: 4318},
-	{env: "HEALTH_CHECK_PORT", def: 13133, loopback: true},
-	{env: "OTELCOL_METRICS_PORT", def: 8888, loopback: true},
+	{env: "OTLP_GRPC_PORT", port: 4317},
+	{env: "OTLP_HTTP_PORT", port: 4318},
+	{env: "HEALTH_CHECK_PORT", port: 13133, loopback: true},
+	{env: "OTELCOL_METRICS_PORT", port: 8888, loopback: true},
+	// The jaeger and fanout presets' Prometheus exporter.
+	{env: "PROMETHEUS_EXPORTER_PORT", port: 8889, loopback: true, only: "docker-compose.otel.yml"},
+}
+
+// changedPorts moves every published port away from its default (and OTLP
+// off loopback), as a user's .env or shell may.
+var changedPorts = map[string]string{
+	"NEMO_PUBLISH_ADDR": "0.0.0.0", "OTLP_GRPC_PORT": "5317", "OTLP_HTTP_PORT": "5318",
+	"HEALTH_CHECK_PORT": "14133", "OTELCOL_METRICS_PORT": "9888", "PROMETHEUS_EXPORTER_PORT": "9889",
 }
 
 // loadCompose loads and validates a compose file with compose-go, as
@@ -71,27 +84,91 @@ var collectorPorts = []struct {
 func loadCompose(t *testing.T, name string, env map[string]string) *types.Project {
 	t.Helper()
 	root := testcollector.RepoRoot(t)
+	return loadComposeAt(t, filepath.Join(root, name), root, env, cli.WithoutEnvironmentResolution)
+}
+
+// loadComposeAt loads the compose file at path (the repository's, or an edited
+// copy) with relative paths resolved from dir.
+func loadComposeAt(t *testing.T, path, dir string, env map[string]string, extra ...cli.ProjectOptionsFn) *types.Project {
+	t.Helper()
 	var list []string
 	for k, v := range env {
 		list = append(list, k+"="+v)
 	}
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, name)},
-		cli.WithWorkingDirectory(root),
+	opts, err := cli.NewProjectOptions([]string{path}, append([]cli.ProjectOptionsFn{
+		cli.WithWorkingDirectory(dir),
 		cli.WithEnv(list),
-		cli.WithoutEnvironmentResolution,
 		cli.WithResolvedPaths(true),
 		cli.WithConsistency(true),
-	)
+	}, extra...)...)
 	if err != nil {
-		t.Fatalf("%s: project options: %v", name, err)
+		t.Fatalf("%s: project options: %v", path, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	p, err := opts.LoadProject(ctx)
 	if err != nil {
-		t.Fatalf("%s does not load: %v", name, err)
+		t.Fatalf("%s does not load: %v", path, err)
 	}
 	return p
+}
+
+// loadComposeWithDotEnv loads a copy of a compose file next to a .env holding
+// dotenv, as `docker compose` run there does: .env sets the variables the
+// file interpolates and, through env_file, the collector's environment (the
+// values under environment: win). It returns the project and the directory
+// that stands for the repository root.
+func loadComposeWithDotEnv(t *testing.T, name string, dotenv map[string]string) (*types.Project, string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testcollector.RepoRoot(t), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var env strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(dotenv)) {
+		fmt.Fprintf(&env, "%s=%s\n", k, dotenv[k])
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte(env.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := loadComposeAt(t, filepath.Join(dir, name), dir, nil,
+		cli.WithEnvFiles(filepath.Join(dir, ".env")), cli.WithDotEnv)
+	return p, dir
+}
+
+// portsCase is one way a user sets (or does not set) the port variables.
+type portsCase struct {
+	name   string
+	env    map[string]string // the variables' values
+	dotenv bool              // given in .env (true) or in the shell (false)
+}
+
+var portsCases = []portsCase{
+	{name: "defaults"},
+	{name: "changed in the shell", env: changedPorts},
+	{name: "changed in .env", env: changedPorts, dotenv: true},
+}
+
+// load loads a compose file as the case sets its variables; the second result
+// stands for the repository root (a temporary copy's directory for .env).
+func (pc portsCase) load(t *testing.T, name string) (*types.Project, string) {
+	t.Helper()
+	if pc.dotenv {
+		return loadComposeWithDotEnv(t, name, pc.env)
+	}
+	return loadCompose(t, name, pc.env), testcollector.RepoRoot(t)
+}
+
+// hostPort is the host port the case publishes a port variable on.
+func (pc portsCase) hostPort(env string, def uint32) string {
+	if v, ok := pc.env[env]; ok {
+		return v
+	}
+	return strconv.Itoa(int(def))
 }
 
 func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
@@ -200,9 +277,15 @@ func configArgs(cmd []string) []string {
 	return out
 }
 
-// choiceLine matches a preset offered in a compose file's comments:
-// "OTELCOL_CONFIG=/etc/otel/collector-<preset>.yaml".
-var choiceLine = regexp.MustCompile(`OTELCOL_CONFIG=(\S+\.yaml)`)
+// choiceLine matches a preset docker-compose.otel.yml offers under the
+// collector's command: a commented-out "- --config=/etc/otel/collector-<preset>.yaml"
+// that a user uncomments (as the NeMo Lens page says), or sets as
+// OTELCOL_CONFIG. Groups: indent, the list item, its path, the rest of the line.
+var choiceLine = regexp.MustCompile(`(?m)^([ \t]*)#[ \t]*(- --config=(/\S+\.yaml))(.*)$`)
+
+// activeConfigLine is the collector's one active --config line, which follows
+// OTELCOL_CONFIG.
+var activeConfigLine = regexp.MustCompile(`(?m)^([ \t]*)(- --config=\$\{OTELCOL_CONFIG:-[^}]*\})[ \t]*$`)
 
 func configChoices(t *testing.T, name string) []string {
 	t.Helper()
@@ -212,7 +295,30 @@ func configChoices(t *testing.T, name string) []string {
 	}
 	var out []string
 	for _, m := range choiceLine.FindAllStringSubmatch(string(raw), -1) {
-		out = append(out, m[1])
+		out = append(out, m[3])
+	}
+	return out
+}
+
+// toggle is the compose file as a user leaves it who follows the page:
+// choice's line uncommented, the active --config line commented out.
+func toggle(t *testing.T, raw []byte, choice string) []byte {
+	t.Helper()
+	if n := len(activeConfigLine.FindAll(raw, -1)); n != 1 {
+		t.Fatalf("%d active --config=${OTELCOL_CONFIG:-...} lines, want 1", n)
+	}
+	out := activeConfigLine.ReplaceAll(raw, []byte("$1# $2"))
+	found := 0
+	out = choiceLine.ReplaceAllFunc(out, func(line []byte) []byte {
+		m := choiceLine.FindSubmatch(line)
+		if string(m[3]) != choice {
+			return line
+		}
+		found++
+		return slices.Concat(m[1], m[2], m[4])
+	})
+	if found != 1 {
+		t.Fatalf("%s is offered %d times, want once", choice, found)
 	}
 	return out
 }
@@ -231,20 +337,57 @@ func presetFile(path string) (string, bool) {
 	return strings.TrimPrefix(name, "collector-"), true
 }
 
+// imageLink matches docker/build.sh's links to a preset: ln -s "configs/$name"
+// "$CTX/etc-otel/collector-$name", or a literal preset such as collector.yaml.
+var imageLink = regexp.MustCompile(`(?m)^\s*ln -s "?configs/([^"\s/]+)"? "?\$CTX/etc-otel/([^"\s/]+)"?\s*$`)
+
+// imageNames returns every /etc/otel/ path the image names a preset by, and the
+// file of configs/ it is, as docker/build.sh makes them (for each preset, and
+// the literal links).
+func imageNames(t *testing.T) map[string]string {
+	t.Helper()
+	root := testcollector.RepoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, "docker", "build.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	presets, err := filepath.Glob(filepath.Join(root, "configs", "*.yaml"))
+	if err != nil || len(presets) == 0 {
+		t.Fatalf("no presets in configs/: %v", err)
+	}
+	out := map[string]string{}
+	for _, m := range imageLink.FindAllStringSubmatch(string(raw), -1) {
+		if m[1] != "$name" {
+			out[presetDir+m[2]] = m[1]
+			continue
+		}
+		for _, p := range presets {
+			name := filepath.Base(p)
+			out[presetDir+strings.ReplaceAll(m[2], "$name", name)] = name
+		}
+	}
+	if len(out) <= len(presets) {
+		t.Fatalf("docker/build.sh: found %d preset names for %d presets: the scan of its ln -s lines is broken", len(out), len(presets))
+	}
+	return out
+}
+
 // TestComposeConfigChoicesNamePresets: each compose file runs one --config
-// that names a preset the image contains; docker-compose.otel.yml switches
-// preset with one variable, OTELCOL_CONFIG (compose-go resolves it as docker
-// compose does), and its comments offer every preset by the NeMo Lens docs'
-// name.
+// that names a preset the image contains. docker-compose.otel.yml offers
+// every preset by the NeMo Lens docs' name in commented-out --config lines
+// under the collector's command, and switches to each both ways: with
+// OTELCOL_CONFIG (ours), and by uncommenting its line and commenting out the
+// active one (the page's), whatever OTELCOL_CONFIG then says.
 func TestComposeConfigChoicesNamePresets(t *testing.T) {
 	root := testcollector.RepoRoot(t)
+	names := imageNames(t)
 	exists := func(path string) bool {
-		preset, ok := presetFile(path)
+		preset, ok := names[path]
 		if !ok {
 			return false
 		}
-		_, err := os.Stat(filepath.Join(root, "configs", preset))
-		return err == nil
+		fi, err := os.Stat(filepath.Join(root, "configs", preset))
+		return err == nil && fi.Mode().IsRegular()
 	}
 	for _, cf := range composeFiles {
 		t.Run(cf.name, func(t *testing.T) {
@@ -253,35 +396,58 @@ func TestComposeConfigChoicesNamePresets(t *testing.T) {
 				t.Errorf("%s runs --config %v, want [%s]", cf.name, got, cf.config)
 			}
 			if !exists(cf.config) {
-				t.Errorf("%s: %s names no preset in configs/", cf.name, cf.config)
+				t.Errorf("%s: %s is not a name the image gives a preset of configs/", cf.name, cf.config)
 			}
 		})
 	}
 
-	t.Run("docker-compose.otel.yml switches preset with OTELCOL_CONFIG", func(t *testing.T) {
-		want := presetDir + "collector-honeycomb.yaml"
-		p := loadCompose(t, "docker-compose.otel.yml", map[string]string{"OTELCOL_CONFIG": want})
-		if got := configArgs(service(t, p, "collector").Command); !slices.Equal(got, []string{want}) {
-			t.Errorf("with OTELCOL_CONFIG=%s the collector runs --config %v", want, got)
-		}
-		offered := map[string]bool{}
-		for _, c := range configChoices(t, "docker-compose.otel.yml") {
-			if !exists(c) {
-				t.Errorf("docker-compose.otel.yml offers OTELCOL_CONFIG=%s, which names no preset in configs/", c)
+	const name = "docker-compose.otel.yml"
+	raw, err := os.ReadFile(filepath.Join(root, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	choices := configChoices(t, name)
+	offered := map[string]bool{}
+	for _, choice := range choices {
+		preset := names[choice]
+		offered[preset] = true
+		t.Run("OTELCOL_CONFIG="+choice, func(t *testing.T) {
+			if !exists(choice) {
+				t.Fatalf("%s offers %s, which is not a name the image gives a preset of configs/", name, choice)
 			}
-			preset, _ := presetFile(c)
-			offered[preset] = true
-		}
-		presets, err := filepath.Glob(filepath.Join(root, "configs", "*.yaml"))
-		if err != nil || len(presets) == 0 {
-			t.Fatalf("no presets in configs/: %v", err)
-		}
-		for _, p := range presets {
-			if !offered[filepath.Base(p)] {
-				t.Errorf("configs/%s is not offered as an OTELCOL_CONFIG choice in docker-compose.otel.yml", filepath.Base(p))
+			p := loadCompose(t, name, map[string]string{"OTELCOL_CONFIG": choice})
+			if got := configArgs(service(t, p, "collector").Command); !slices.Equal(got, []string{choice}) {
+				t.Errorf("with OTELCOL_CONFIG=%s the collector runs --config %v", choice, got)
 			}
+		})
+		t.Run("uncommented "+choice, func(t *testing.T) {
+			edited := filepath.Join(t.TempDir(), name)
+			if err := os.WriteFile(edited, toggle(t, raw, choice), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A leftover OTELCOL_CONFIG must not matter once the line is edited.
+			other := presetDir + "collector-file.yaml"
+			if choice == other {
+				other = presetDir + "collector-jaeger.yaml"
+			}
+			p := loadComposeAt(t, edited, root, map[string]string{"OTELCOL_CONFIG": other}, cli.WithoutEnvironmentResolution)
+			if got := configArgs(service(t, p, "collector").Command); !slices.Equal(got, []string{choice}) {
+				t.Errorf("uncommenting --config=%s (and commenting out the active line), the collector runs --config %v", choice, got)
+			}
+			if !exists(choice) {
+				t.Errorf("%s is not a name the image gives a preset of configs/", choice)
+			}
+		})
+	}
+	presets := presetNames(t)
+	for _, preset := range presets {
+		if !offered[preset] {
+			t.Errorf("configs/%s is not offered as a --config line (and OTELCOL_CONFIG value) in %s", preset, name)
 		}
-	})
+	}
+	if len(choices) != len(presets) {
+		t.Errorf("%s offers %d --config lines for %d presets: %v", name, len(choices), len(presets), choices)
+	}
 }
 
 // exactVersion is an exact release tag: 1.76.0, v3.5.0 (no latest, no 1, no 1.76).
@@ -339,27 +505,19 @@ func checkPinned(image string) error {
 }
 
 // TestComposePortsBindAsIntended: the collector publishes OTLP on
-// NEMO_PUBLISH_ADDR (127.0.0.1 unless set) and its health and metrics ports on
-// 127.0.0.1 only; each port is the same number inside the container and on the
-// host, and the container gets that number through the preset's variable.
-// Jaeger's and Prometheus's UIs are published on 127.0.0.1 only.
+// NEMO_PUBLISH_ADDR (127.0.0.1 unless set) and its health, metrics and
+// Prometheus exporter ports on 127.0.0.1 only. Inside the container every port
+// is the image's (EXPOSEd), pinned by the variable the presets listen on,
+// whether the variables are left at their defaults or changed in the shell or
+// in .env (whose env_file copy must not move the container's port); the
+// variable moves only the host port. Jaeger's and Prometheus's UIs are
+// published on 127.0.0.1 only.
 func TestComposePortsBindAsIntended(t *testing.T) {
 	exposed := dockerfileExposed(t)
-	cases := []struct {
-		name        string
-		env         map[string]string
-		publishAddr string
-	}{
-		{name: "defaults", publishAddr: "127.0.0.1"},
-		{name: "overridden", publishAddr: "0.0.0.0", env: map[string]string{
-			"NEMO_PUBLISH_ADDR": "0.0.0.0", "OTLP_GRPC_PORT": "5317", "OTLP_HTTP_PORT": "5318",
-			"HEALTH_CHECK_PORT": "14133", "OTELCOL_METRICS_PORT": "9888",
-		}},
-	}
 	for _, cf := range composeFiles {
-		for _, tc := range cases {
+		for _, tc := range portsCases {
 			t.Run(cf.name+"/"+tc.name, func(t *testing.T) {
-				p := loadCompose(t, cf.name, tc.env)
+				p, _ := tc.load(t, cf.name)
 				c := service(t, p, "collector")
 				byTarget := map[uint32]types.ServicePortConfig{}
 				for _, pc := range c.Ports {
@@ -368,33 +526,38 @@ func TestComposePortsBindAsIntended(t *testing.T) {
 					}
 					byTarget[pc.Target] = pc
 				}
-				if len(c.Ports) != len(collectorPorts) {
-					t.Errorf("collector publishes %d ports, want %d: %+v", len(c.Ports), len(collectorPorts), c.Ports)
+				publishAddr := "127.0.0.1"
+				if v, ok := tc.env["NEMO_PUBLISH_ADDR"]; ok {
+					publishAddr = v
 				}
-				for _, want := range collectorPorts {
-					port := want.def
-					if v, ok := tc.env[want.env]; ok {
-						n, _ := strconv.ParseUint(v, 10, 32)
-						port = uint32(n)
-					}
-					pc, ok := byTarget[port]
-					if !ok {
-						t.Errorf("%s: container port %d is not published", want.env, port)
+				want := 0
+				for _, port := range collectorPorts {
+					if port.only != "" && port.only != cf.name {
 						continue
 					}
-					hostIP := tc.publishAddr
-					if want.loopback {
+					want++
+					if !exposed[port.port] {
+						t.Errorf("%s: port %d is not EXPOSEd by the Dockerfile", port.env, port.port)
+					}
+					pc, ok := byTarget[port.port]
+					if !ok {
+						t.Errorf("%s: container port %d is not published", port.env, port.port)
+						continue
+					}
+					hostIP := publishAddr
+					if port.loopback {
 						hostIP = "127.0.0.1"
 					}
-					if pc.HostIP != hostIP || pc.Published != strconv.Itoa(int(port)) || pc.Protocol != "tcp" {
-						t.Errorf("%s: published as %s:%s/%s -> %d, want %s:%d/tcp", want.env, pc.HostIP, pc.Published, pc.Protocol, pc.Target, hostIP, port)
+					host := tc.hostPort(port.env, port.port)
+					if pc.HostIP != hostIP || pc.Published != host || pc.Protocol != "tcp" {
+						t.Errorf("%s: published as %s:%s/%s -> %d, want %s:%s/tcp -> %d", port.env, pc.HostIP, pc.Published, pc.Protocol, pc.Target, hostIP, host, port.port)
 					}
-					if v := c.Environment[want.env]; v == nil || *v != strconv.Itoa(int(port)) {
-						t.Errorf("%s: the container's %s = %s, want %d (the published port)", want.env, want.env, strPtr(v), port)
+					if v := c.Environment[port.env]; v == nil || *v != strconv.Itoa(int(port.port)) {
+						t.Errorf("%s: the container's %s = %s, want %d (the image's port, whatever the host port)", port.env, port.env, strPtr(v), port.port)
 					}
-					if tc.env == nil && !exposed[port] {
-						t.Errorf("%s: port %d is not EXPOSEd by the Dockerfile", want.env, port)
-					}
+				}
+				if len(c.Ports) != want {
+					t.Errorf("collector publishes %d ports, want %d: %+v", len(c.Ports), want, c.Ports)
 				}
 				for name, s := range p.Services {
 					if name == "collector" {
@@ -440,55 +603,111 @@ func dockerfileExposed(t *testing.T) map[uint32]bool {
 	return out
 }
 
+// scrapeJobs are docker/prometheus.yml's jobs, by the variable whose port each
+// scrapes: the collector's own metrics (every preset) and the jaeger and
+// fanout presets' Prometheus exporter.
+var scrapeJobs = map[string]struct {
+	env     string
+	presets []string // the presets that listen on env's port
+}{
+	"otelcol-nemo": {env: "OTELCOL_METRICS_PORT"},
+	"training":     {env: "PROMETHEUS_EXPORTER_PORT", presets: []string{"jaeger.yaml", "fanout.yaml"}},
+}
+
 // TestComposePrometheusScrapesTheCollector: docker/prometheus.yml, mounted by
-// docker-compose.otel.yml, scrapes the collector service on ports its image
-// exposes (own metrics 8888, the fanout preset's prometheus exporter 8889).
+// docker-compose.otel.yml, scrapes the collector service on the ports it
+// listens on inside the container (the value its environment gives the
+// presets' variable), with the variables at their defaults and changed in
+// the shell or .env (Prometheus cannot follow a variable, so the container's
+// ports must stay put while the host's move), and the host reaches the same
+// port on 127.0.0.1 at the variable's value.
 func TestComposePrometheusScrapesTheCollector(t *testing.T) {
 	root := testcollector.RepoRoot(t)
-	p := loadCompose(t, "docker-compose.otel.yml", nil)
-	prom := service(t, p, "prometheus")
-	var cfgPath string
-	for _, v := range prom.Volumes {
-		if v.Target == "/etc/prometheus/prometheus.yml" {
-			cfgPath = v.Source
+	for job, sj := range scrapeJobs {
+		presets := sj.presets
+		if presets == nil {
+			presets = presetNames(t)
 		}
-	}
-	if cfgPath != filepath.Join(root, "docker", "prometheus.yml") || !slices.Contains(prom.Command, "--config.file=/etc/prometheus/prometheus.yml") {
-		t.Fatalf("prometheus must run docker/prometheus.yml: volumes %+v, command %q", prom.Volumes, []string(prom.Command))
-	}
-	raw, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg struct {
-		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		t.Fatalf("docker/prometheus.yml: %v", err)
-	}
-	exposed := dockerfileExposed(t)
-	targets := map[string]bool{}
-	for _, sc := range cfg.ScrapeConfigs {
-		for _, st := range sc.StaticConfigs {
-			for _, tg := range st.Targets {
-				targets[tg] = true
-				host, port, ok := strings.Cut(tg, ":")
-				n, err := strconv.ParseUint(port, 10, 32)
-				if _, known := p.Services[host]; !ok || err != nil || !known || !exposed[uint32(n)] {
-					t.Errorf("job %s: target %q is not a service:port of the stack", sc.JobName, tg)
-				}
+		for _, preset := range presets {
+			raw, err := os.ReadFile(filepath.Join(root, "configs", preset))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(raw), "${env:"+sj.env+":-") {
+				t.Errorf("job %s: configs/%s does not listen on ${env:%s}", job, preset, sj.env)
 			}
 		}
 	}
-	for _, want := range []string{"collector:8888", "collector:8889"} {
-		if !targets[want] {
-			t.Errorf("docker/prometheus.yml does not scrape %s", want)
-		}
+	exposed := dockerfileExposed(t)
+	for _, tc := range portsCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, dir := tc.load(t, "docker-compose.otel.yml")
+			prom := service(t, p, "prometheus")
+			var cfgPath string
+			for _, v := range prom.Volumes {
+				if v.Target == "/etc/prometheus/prometheus.yml" {
+					cfgPath = v.Source
+				}
+			}
+			if cfgPath != filepath.Join(dir, "docker", "prometheus.yml") || !slices.Contains(prom.Command, "--config.file=/etc/prometheus/prometheus.yml") {
+				t.Fatalf("prometheus must run docker/prometheus.yml: volumes %+v, command %q", prom.Volumes, []string(prom.Command))
+			}
+			raw, err := os.ReadFile(filepath.Join(root, "docker", "prometheus.yml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg struct {
+				ScrapeConfigs []struct {
+					JobName       string `yaml:"job_name"`
+					StaticConfigs []struct {
+						Targets []string `yaml:"targets"`
+					} `yaml:"static_configs"`
+				} `yaml:"scrape_configs"`
+			}
+			if err := yaml.Unmarshal(raw, &cfg); err != nil {
+				t.Fatalf("docker/prometheus.yml: %v", err)
+			}
+			c := service(t, p, "collector")
+			published := map[uint32]types.ServicePortConfig{}
+			for _, pc := range c.Ports {
+				published[pc.Target] = pc
+			}
+			scraped := map[string]bool{}
+			for _, sc := range cfg.ScrapeConfigs {
+				sj, ok := scrapeJobs[sc.JobName]
+				if !ok {
+					t.Errorf("docker/prometheus.yml: job %s scrapes nothing this test knows", sc.JobName)
+					continue
+				}
+				scraped[sc.JobName] = true
+				var targets []string
+				for _, st := range sc.StaticConfigs {
+					targets = append(targets, st.Targets...)
+				}
+				listen := c.Environment[sj.env]
+				if listen == nil {
+					t.Errorf("job %s: the collector's environment does not set %s", sc.JobName, sj.env)
+					continue
+				}
+				if want := "collector:" + *listen; !slices.Equal(targets, []string{want}) {
+					t.Errorf("job %s scrapes %v, but the collector listens on %s (%s=%s in its environment)", sc.JobName, targets, want, sj.env, *listen)
+				}
+				n, err := strconv.ParseUint(*listen, 10, 32)
+				if err != nil || !exposed[uint32(n)] {
+					t.Errorf("job %s: %s=%s is not a port the image exposes", sc.JobName, sj.env, *listen)
+					continue
+				}
+				pc, ok := published[uint32(n)]
+				if host := tc.hostPort(sj.env, uint32(n)); !ok || pc.HostIP != "127.0.0.1" || pc.Published != host {
+					t.Errorf("job %s: the collector's port %d is published as %+v, want 127.0.0.1:%s (%s on the host)", sc.JobName, n, pc, host, sj.env)
+				}
+			}
+			for job := range scrapeJobs {
+				if !scraped[job] {
+					t.Errorf("docker/prometheus.yml has no job %s", job)
+				}
+			}
+		})
 	}
 }
 

@@ -312,17 +312,21 @@ func TestDockerImage(t *testing.T) {
 }
 
 // TestDockerCompose runs the collector service of docker-compose.otel.yml
-// alone (no other image is pulled or started), on free host ports: it turns
-// healthy, serves its metrics, writes a job to the named volume as uid 10001,
-// and `down -v` removes its container, network and volume.
+// alone (no other image is pulled or started), on free host ports (the
+// container's own ports stay the image's, which docker/prometheus.yml
+// scrapes): it turns healthy, serves its metrics, writes a job to the named
+// volume as uid 10001, and `down -v` removes its container, network and
+// volume.
 func TestDockerCompose(t *testing.T) {
 	requireDocker(t)
 	project := envOr("NEMO_COMPOSE_PROJECT", fmt.Sprintf("nemo-docker-test-%d", os.Getpid()))
 	grpcPort, httpPort := testcollector.FreePort(t), testcollector.FreePort(t)
 	healthPort, metricsPort := testcollector.FreePort(t), testcollector.FreePort(t)
+	promPort := testcollector.FreePort(t)
 	env := []string{
 		"OTLP_GRPC_PORT=" + strconv.Itoa(grpcPort), "OTLP_HTTP_PORT=" + strconv.Itoa(httpPort),
 		"HEALTH_CHECK_PORT=" + strconv.Itoa(healthPort), "OTELCOL_METRICS_PORT=" + strconv.Itoa(metricsPort),
+		"PROMETHEUS_EXPORTER_PORT=" + strconv.Itoa(promPort),
 		"NEMO_PUBLISH_ADDR=127.0.0.1",
 		// The one-line switch, to the file preset (its JSONL is checked
 		// below), through the link into the repository's mounted configs/.
@@ -375,6 +379,12 @@ func TestDockerCompose(t *testing.T) {
 	}
 	if cmd := mustDocker(t, nil, "inspect", "--format", "{{json .Config.Cmd}}", containers[0]); !strings.Contains(cmd, "collector-file.yaml") {
 		t.Errorf("collector command %s: OTELCOL_CONFIG did not switch the preset", cmd)
+	}
+	// The variables moved the host ports only: each maps to the image's port.
+	for container, host := range map[int]int{4317: grpcPort, 4318: httpPort, 13133: healthPort, 8888: metricsPort, 8889: promPort} {
+		if got, want := mustDocker(t, env, compose("port", "collector", strconv.Itoa(container))...), fmt.Sprintf("127.0.0.1:%d", host); got != want {
+			t.Errorf("the collector's port %d is published on %q, want %s", container, got, want)
+		}
 	}
 	if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/", healthPort)); code != http.StatusOK {
 		t.Fatalf("health_check: status %d", code)
