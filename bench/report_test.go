@@ -132,6 +132,40 @@ func thousands(v float64) string {
 	return b.String()
 }
 
+// phaseTables are the report's scenario tables, one per load phase, in order.
+var phaseTables = []struct{ phase, title, intro string }{
+	{"saturation", "Saturation", "As many spans as the collector accepts. Higher spans/s and lower CPU-s / M spans are better."},
+	{"100k/s", "Fixed 100,000 spans/s", "The load of a 1,000-rank job tracing every step (over 100,000 spans/s). A scenario below 100,000 spans/s here cannot keep up."},
+	{"10k/s", "Fixed 10,000 spans/s", "The contrib testbed's budget for 10k spans/s OTLP is 20% of a core and 100 MiB."},
+}
+
+// scenarioColumns are the columns of a scenario table: the name a doc's
+// quote gives the column (quotes_test.go) and its header in the report.
+var scenarioColumns = []struct{ key, header string }{
+	{"scenario", "scenario"},
+	{"pipeline", "pipeline"},
+	{"spans_per_s", "spans/s"},
+	{"spans_vs_baseline", "vs baseline"},
+	{"cpu_per_mspans", "CPU-s / M spans"},
+	{"cpu_vs_baseline", "vs baseline"},
+	{"cores_avg", "cores avg"},
+	{"cores_peak", "cores peak"},
+	{"peak_rss_mib", "peak RSS MiB"},
+	{"rss_vs_baseline", "vs baseline"},
+	{"ack_p99_ms", "ack p99 ms"},
+	{"bytes_per_span", "bytes / span"},
+	{"refused_spans", "refused spans"},
+	{"generator_cpu_per_m", "generator CPU-s / M"},
+}
+
+func scenarioTableHeader() string {
+	var b strings.Builder
+	for _, c := range scenarioColumns {
+		b.WriteString("| " + c.header + " ")
+	}
+	return b.String() + "|"
+}
+
 func renderReport(t *testing.T, in reportInput) string {
 	byName := map[string]scenarioResult{}
 	for i := range in.results {
@@ -198,7 +232,7 @@ func renderReport(t *testing.T, in reportInput) string {
 
 	table := func(title, phaseName, intro string) {
 		w("## %s\n\n%s\n\n", title, intro)
-		w("| scenario | pipeline | spans/s | vs baseline | CPU-s / M spans | vs baseline | cores avg | cores peak | peak RSS MiB | vs baseline | ack p99 ms | bytes / span | refused spans | generator CPU-s / M |\n")
+		w("%s\n", scenarioTableHeader())
 		w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for i := range in.results {
 			r := &in.results[i]
@@ -226,9 +260,9 @@ func renderReport(t *testing.T, in reportInput) string {
 		}
 		w("\n")
 	}
-	table("Saturation", "saturation", "As many spans as the collector accepts. Higher spans/s and lower CPU-s / M spans are better.")
-	table("Fixed 100,000 spans/s", "100k/s", "The load of a 1,000-rank job tracing every step (over 100,000 spans/s). A scenario below 100,000 spans/s here cannot keep up.")
-	table("Fixed 10,000 spans/s", "10k/s", "The contrib testbed's budget for 10k spans/s OTLP is 20% of a core and 100 MiB.")
+	for _, tb := range phaseTables {
+		table(tb.title, tb.phase, tb.intro)
+	}
 
 	var pendingRows []scenarioResult
 	for i := range in.results {

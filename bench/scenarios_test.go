@@ -317,6 +317,15 @@ func TestScenarios(t *testing.T) {
 		}
 		if err := os.WriteFile(*outPath, []byte(renderReport(t, rep)), 0o644); err != nil { //nolint:gosec // G306: BENCHMARKS.md, a document of the repository, readable like its other files
 			t.Errorf("write %s: %v", *outPath, err)
+		} else if out, err := filepath.Abs(*outPath); err == nil && out == filepath.Join(root, benchReport) {
+			// The docs quote the report's figures (quotes_test.go): bring them to this run's.
+			problems, err := checkQuotes(root, true)
+			if err != nil {
+				t.Errorf("rewrite the docs' quotes of %s: %v", benchReport, err)
+			}
+			for _, p := range problems {
+				t.Errorf("after writing %s: %s", benchReport, p)
+			}
 		}
 	}
 }
