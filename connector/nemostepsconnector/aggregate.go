@@ -1,7 +1,11 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // stepValues are a rank step's gauge values, in seconds and scores.
@@ -46,7 +50,7 @@ func (a *rankAgg) add(v stepValues, end int64, first bool) {
 }
 
 // observe emits a rank step's points, or adds it to the rank's interval.
-func (c *stepsConnector) observe(key rankKey, r *rankStep, s stepbusy.Score) {
+func (c *stepsConnector) observe(key steps.Rank, r *rankStep, s stepbusy.Score) {
 	v := valuesOf(r, s)
 	if c.interval <= 0 {
 		for g, x := range v {
@@ -75,7 +79,7 @@ func (c *stepsConnector) flush() {
 		}
 		delete(c.aggs, key)
 	}
-	c.runs.each(func(_ uint64, run *runCount) {
+	c.runs.All(func(_ uint64, run *runCount) {
 		if run.dirty {
 			c.out.stragglers(run)
 			run.dirty = false
@@ -97,10 +101,10 @@ type runCount struct {
 // countStragglers adds a decided step's stragglers to its run's count and,
 // without interval, emits the count.
 func (c *stepsConnector) countStragglers(group uint64, l *rankLabels, n, start, end int64) {
-	run, ok := c.runs.get(group)
+	run, ok := c.runs.Get(group)
 	if !ok {
 		run = &runCount{start: start}
-		c.runs.put(group, run)
+		c.runs.Put(group, run)
 	}
 	run.service, run.group = l.service, l.group
 	run.count += n

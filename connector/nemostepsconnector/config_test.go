@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector
 
 import (
@@ -12,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -24,36 +28,52 @@ func TestLoadConfig(t *testing.T) {
 		wantErr string
 	}{
 		{name: "", want: &Config{
-			StepSpanNames:       []string{"megatron.train_step", "megatron.train.iteration"},
-			IterationAttribute:  "megatron.iteration",
-			WaitSpans:           []string{"megatron.grad_sync.*", "megatron.p2p.recv_*", "megatron.pp.recv_*"},
-			RelativeThreshold:   0.7,
-			IndividualThreshold: 0.7,
-			History:             20,
-			DecisionWait:        10 * time.Second,
-			MaxOpenRankSteps:    1_000_000,
-			RankKeys:            []string{"nv.dl.rank", "dl.rank"},
-			WorldSizeKeys:       []string{"nv.dl.world_size", "dl.world_size"},
-			LocalRankKeys:       []string{"nv.dl.local_rank", "dl.local_rank"},
-			GroupKeys:           []string{"nemo.run.id", "rl.worker_group"},
+			Settings: steps.Settings{
+				Spans: steps.Spans{
+					StepSpanNames:      []string{"megatron.train_step", "megatron.train.iteration"},
+					IterationAttribute: "megatron.iteration",
+				},
+				Scoring: steps.Scoring{
+					WaitSpans:           []string{"megatron.grad_sync.*", "megatron.p2p.recv_*", "megatron.pp.recv_*"},
+					RelativeThreshold:   0.7,
+					IndividualThreshold: 0.7,
+					History:             20,
+				},
+			},
+			Waits:            steps.Waits{DecisionWait: 10 * time.Second},
+			MaxOpenRankSteps: 1_000_000,
+			Keys: steps.Keys{
+				RankKeys:      []string{"nv.dl.rank", "dl.rank"},
+				WorldSizeKeys: []string{"nv.dl.world_size", "dl.world_size"},
+				LocalRankKeys: []string{"nv.dl.local_rank", "dl.local_rank"},
+				GroupKeys:     []string{"nemo.run.id", "rl.worker_group"},
+			},
 		}},
 		{name: "full", want: &Config{
-			StepSpanNames:       []string{"nemo_rl.train_step"},
-			IterationAttribute:  "nemo_rl.step",
-			WaitSpans:           []string{"nemo_rl.wait_for_peers", "torch.distributed.*"},
-			RelativeThreshold:   0.6,
-			IndividualThreshold: 0,
-			History:             50,
-			DecisionWait:        30 * time.Second,
-			Interval:            15 * time.Second,
-			MaxOpenRankSteps:    200_000,
-			RankKeys:            []string{"my.rank"},
-			WorldSizeKeys:       []string{},
-			LocalRankKeys:       []string{"my.local_rank"},
-			GroupKeys:           []string{"slurm.job.id"},
+			Settings: steps.Settings{
+				Spans: steps.Spans{
+					StepSpanNames:      []string{"nemo_rl.train_step"},
+					IterationAttribute: "nemo_rl.step",
+				},
+				Scoring: steps.Scoring{
+					WaitSpans:           []string{"nemo_rl.wait_for_peers", "torch.distributed.*"},
+					RelativeThreshold:   0.6,
+					IndividualThreshold: 0,
+					History:             50,
+				},
+			},
+			Waits:            steps.Waits{DecisionWait: 30 * time.Second, SpanWait: 20 * time.Second},
+			Interval:         15 * time.Second,
+			MaxOpenRankSteps: 200_000,
+			Keys: steps.Keys{
+				RankKeys:      []string{"my.rank"},
+				WorldSizeKeys: []string{},
+				LocalRankKeys: []string{"my.local_rank"},
+				GroupKeys:     []string{"slurm.job.id"},
+			},
 		}},
-		{name: "bad_threshold", wantErr: "relative_threshold must be a score in [0,1] (the faster time over this rank's; 0 switches it off), got 1.5"},
-		{name: "bad_individual_threshold", wantErr: "individual_threshold must be a score in [0,1] (the faster time over this rank's; 0 switches it off), got -0.1"},
+		{name: "bad_threshold", wantErr: "relative_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got 1.5"},
+		{name: "bad_individual_threshold", wantErr: "individual_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got -0.1"},
 		{name: "bad_wait_pattern", wantErr: `wait_spans: entry 0 ("megatron.*.recv"): "*" is only allowed at the end, as in "megatron.grad_sync.*"`},
 		{name: "match_everything", wantErr: `wait_spans: entry 0 ("*") would match every span`},
 		{name: "empty_step_names", wantErr: "step_span_names must list at least one span name, e.g. [megatron.train_step, megatron.train.iteration]"},
@@ -61,6 +81,7 @@ func TestLoadConfig(t *testing.T) {
 		{name: "negative_interval", wantErr: "interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long), got -1s"},
 		{name: "negative_decision_wait", wantErr: "decision_wait must be positive (a step is decided at the latest this long after its first step span), got -5s"},
 		{name: "zero_decision_wait", wantErr: "decision_wait must be positive"},
+		{name: "negative_span_wait", wantErr: "span_wait must be positive, or 0 to wait as long as decision_wait, got -1s"},
 		{name: "no_rank_keys", wantErr: "rank_keys must list at least one attribute key, e.g. [nv.dl.rank, dl.rank]"},
 		{name: "bad_limits", wantErr: "history must be at least 1 step, got 0\nmax_open_rank_steps must be at least 1, got 0"},
 		{name: "empty_iteration_attribute", wantErr: "iteration_attribute must not be empty; the default is megatron.iteration"},

@@ -1,10 +1,12 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -16,13 +18,8 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
-
-// maxRememberedRanks bounds the ranks whose identity, pending waits, recent
-// steps (for tying waits to steps) and recent busy times (for the
-// individual score) are remembered: about twice this many, as in
-// rank_strategy.
-const maxRememberedRanks = 65536
 
 // maxRememberedRuns bounds the runs whose straggler counts are kept (about
 // twice this many); a run forgotten and seen again starts its count over,
@@ -38,16 +35,17 @@ const decidedCacheSize = 16384
 // each step when all its ranks reported or at decision_wait, and sends the
 // data points from its ticker. It is safe for concurrent use.
 //
-// The work is split by concern: this file runs the lifecycle and the
-// ticker; record.go reads spans; steps.go opens and decides steps;
-// aggregate.go turns decisions into points or interval aggregates; emit.go
-// builds the metrics; identity.go reads a rank's identity.
+// The step machinery (placing spans, the table of open steps, the decided
+// FIFO, reading a rank) is internal/steps'. This file runs the lifecycle
+// and the ticker; record.go feeds it the step and wait spans; steps.go
+// scores the steps it decides; aggregate.go turns decisions into points or
+// interval aggregates; emit.go builds the metrics; identity.go keeps the
+// labels of a rank's series.
 type stepsConnector struct {
-	stepNames  []string
-	iterKey    string
-	waits      stepbusy.Patterns
+	spans      steps.Recognizer
 	thresholds stepbusy.Thresholds
 	wait       time.Duration
+	spanWait   time.Duration
 	interval   time.Duration
 	maxOpen    int
 	id         identity
@@ -59,19 +57,18 @@ type stepsConnector struct {
 
 	mu            sync.Mutex
 	closed        bool
-	ranks         *generations[rankKey, *rankState]
-	timeline      *stepbusy.Timeline[rankKey]
-	history       *stepbusy.History[rankKey]
-	open          map[stepKey]*openStep
-	queue         []*openStep // open steps, oldest first; decided ones are skipped
-	complete      []*openStep // open steps every rank reported, decided at the next tick
+	ranks         *stepbusy.Generations[steps.Rank, *rankState]
+	placer        *steps.Placer[steps.Rank]
+	history       *stepbusy.History[steps.Rank]
+	open          *steps.Table[steps.Step, stepRanks]
 	openRankSteps int
-	decided       decidedCache
-	runs          *generations[uint64, *runCount]
-	aggs          map[rankKey]*rankAgg
+	decided       *steps.Decided[steps.Step, *decidedStep]
+	runs          *stepbusy.Generations[uint64, *runCount]
+	aggs          map[steps.Rank]*rankAgg
 	lastFlush     time.Duration
 	out           *pointWriter
-	scores        []stepbusy.Score // scratch, used under mu
+	scores        []stepbusy.Score                  // scratch, used under mu
+	placed        []steps.Placed[stepbusy.Interval] // scratch, used under mu
 
 	loop *clock.Loop
 }
@@ -82,20 +79,19 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("nemo_steps: %w", err)
 	}
-	waits, err := stepbusy.ParsePatterns(cfg.WaitSpans)
+	recognizer, err := steps.NewRecognizer(cfg.Spans, cfg.WaitSpans)
 	if err != nil {
-		return nil, fmt.Errorf("nemo_steps: wait_spans: %w", err)
+		return nil, fmt.Errorf("nemo_steps: %w", err)
 	}
 	tel, err := newTelemetry(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
 	return &stepsConnector{
-		stepNames:  slices.Clone(cfg.StepSpanNames),
-		iterKey:    cfg.IterationAttribute,
-		waits:      waits,
-		thresholds: stepbusy.Thresholds{Relative: cfg.RelativeThreshold, Individual: cfg.IndividualThreshold},
+		spans:      recognizer,
+		thresholds: cfg.Thresholds(0),
 		wait:       cfg.DecisionWait,
+		spanWait:   cfg.Waits.Span(),
 		interval:   cfg.Interval,
 		maxOpen:    cfg.MaxOpenRankSteps,
 		id:         newIdentity(cfg),
@@ -104,13 +100,13 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		logger:     set.Logger,
 		next:       next,
 		tel:        tel,
-		ranks:      newGenerations[rankKey, *rankState](maxRememberedRanks),
-		timeline:   stepbusy.NewTimeline[rankKey](maxRememberedRanks),
-		history:    stepbusy.NewHistory[rankKey](cfg.History, maxRememberedRanks),
-		open:       make(map[stepKey]*openStep),
-		decided:    newDecidedCache(decidedCacheSize),
-		runs:       newGenerations[uint64, *runCount](maxRememberedRuns),
-		aggs:       make(map[rankKey]*rankAgg),
+		ranks:      stepbusy.NewGenerations[steps.Rank, *rankState](steps.MaxRememberedRanks),
+		placer:     steps.NewPlacer[steps.Rank](steps.MaxRememberedRanks),
+		history:    stepbusy.NewHistory[steps.Rank](cfg.History, steps.MaxRememberedRanks),
+		open:       steps.NewTable[steps.Step, stepRanks](cfg.DecisionWait),
+		decided:    steps.NewDecided[steps.Step, *decidedStep](decidedCacheSize),
+		runs:       stepbusy.NewGenerations[uint64, *runCount](maxRememberedRuns),
+		aggs:       make(map[steps.Rank]*rankAgg),
 		out:        newPointWriter(),
 	}, nil
 }
@@ -165,16 +161,7 @@ func (c *stepsConnector) decideDue(t *tally) []batch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	for _, st := range c.complete {
-		if !st.decided {
-			c.decide(st, decidedComplete, t)
-		}
-	}
-	clear(c.complete)
-	c.complete = c.complete[:0]
-	for st := c.oldestOpen(); st != nil && st.created+c.wait <= now; st = c.oldestOpen() {
-		c.decide(c.popOldest(), decidedAtWait, t)
-	}
+	c.open.Due(now, c.decider(t))
 	if c.interval > 0 && now-c.lastFlush >= c.interval {
 		c.flush()
 		c.lastFlush = now
@@ -203,16 +190,12 @@ func (c *stepsConnector) drain(t *tally) []batch {
 		return nil
 	}
 	c.closed = true
-	for st := c.oldestOpen(); st != nil; st = c.oldestOpen() {
-		c.decide(c.popOldest(), decidedAtShutdown, t)
-	}
-	c.complete = nil
+	c.open.Drain(c.decider(t))
 	if c.interval > 0 {
 		c.flush()
 	}
-	c.ranks.each(func(_ rankKey, st *rankState) {
-		t.skipped[skipPendingExpired] += int64(len(st.pending))
-		st.pending = nil
+	c.ranks.All(func(_ steps.Rank, st *rankState) {
+		t.skipped[skipPendingExpired] += int64(st.pending.Clear())
 	})
 	return c.out.take()
 }

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector
 
 import (
@@ -11,8 +14,8 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 const (

@@ -1,9 +1,10 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
 	"context"
-	"slices"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
@@ -11,18 +12,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
-)
-
-// Scoring defaults, the same as rank_strategy's stragglers block. The step
-// span names, iteration attribute, wait spans and group keys come from
-// internal/stepbusy and internal/rankattr, which rank_strategy reads too.
-const (
-	defaultDecisionWait        = 10 * time.Second
-	defaultRelativeThreshold   = 0.7
-	defaultIndividualThreshold = 0.7
-	defaultHistory             = 20
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // defaultMaxOpenRankSteps holds a 10,000-rank job's steps for 100 steps
@@ -41,18 +31,10 @@ func NewFactory() connector.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		StepSpanNames:       stepbusy.DefaultStepSpanNames(),
-		IterationAttribute:  stepbusy.DefaultIterationAttribute,
-		WaitSpans:           stepbusy.DefaultWaitSpans(),
-		RelativeThreshold:   defaultRelativeThreshold,
-		IndividualThreshold: defaultIndividualThreshold,
-		History:             defaultHistory,
-		DecisionWait:        defaultDecisionWait,
-		MaxOpenRankSteps:    defaultMaxOpenRankSteps,
-		RankKeys:            slices.Clone(rankattr.DefaultRankKeys),
-		WorldSizeKeys:       slices.Clone(rankattr.DefaultWorldSizeKeys),
-		LocalRankKeys:       slices.Clone(rankattr.DefaultLocalRankKeys),
-		GroupKeys:           slices.Clone(rankattr.DefaultGroupKeys),
+		Settings:         steps.DefaultSettings(),
+		Waits:            steps.DefaultWaits(),
+		Keys:             steps.DefaultKeys(),
+		MaxOpenRankSteps: defaultMaxOpenRankSteps,
 	}
 }
 

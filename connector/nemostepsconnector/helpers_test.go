@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector
 
 import (
@@ -13,10 +16,10 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 // harness runs the connector on a fake clock and captures what it sends.

@@ -1,24 +1,14 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
-	"hash/maphash"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
-)
-
-// rankKey identifies a rank within its run and group; stepKey a step.
-type (
-	rankKey struct {
-		group uint64
-		rank  int64
-	}
-	stepKey struct {
-		group     uint64
-		iteration int64
-	}
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // label is one data point attribute, copied out of the batch: the batch
@@ -61,44 +51,34 @@ type rankLabels struct {
 }
 
 // identity reads a rank's identity from its resource attributes the way
-// rank_strategy does.
+// rank_strategy does (steps.Reader), and the labels of its series.
 type identity struct {
-	seed                                              maphash.Seed
-	rankKeys, worldSizeKeys, localRankKeys, groupKeys []string
+	reader                             *steps.Reader
+	rankKeys, localRankKeys, groupKeys []string
 }
 
 func newIdentity(cfg *Config) identity {
 	return identity{
-		seed: maphash.MakeSeed(), rankKeys: cfg.RankKeys, worldSizeKeys: cfg.WorldSizeKeys,
-		localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys,
+		reader:   steps.NewReader(cfg.RankKeys, cfg.WorldSizeKeys, cfg.GroupKeys),
+		rankKeys: cfg.RankKeys, localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys,
 	}
 }
 
-// rankOf is the resource's rank, the key it was found under and the world
-// size it reports (0 when none); reason says why there is no usable rank.
-func (id identity) rankOf(attrs pcommon.Map) (rankKey, string, int64, skipReason) {
-	rank, key, status := rankattr.Lookup(attrs, id.rankKeys)
+// rankOf is the resource's rank and the world size it reports (0 when
+// none); reason says why there is no usable rank.
+func (id identity) rankOf(attrs pcommon.Map) (steps.Identity, skipReason) {
+	rank, status := id.reader.Read(attrs)
 	switch status {
 	case rankattr.Missing:
-		return rankKey{}, "", 0, skipMissingRank
+		return rank, skipMissingRank
 	case rankattr.Invalid:
-		return rankKey{}, "", 0, skipInvalidRank
+		return rank, skipInvalidRank
 	}
-	var worldSize int64
-	if size, _, status := rankattr.Lookup(attrs, id.worldSizeKeys); status == rankattr.Valid {
-		worldSize = size
-	}
-	return rankKey{group: id.groupHash(attrs), rank: rank}, key, worldSize, skipNone
+	return rank, skipNone
 }
 
-// groupHash identifies a resource's run and group by hashing its group
-// attributes, without building a string key.
-func (id identity) groupHash(attrs pcommon.Map) uint64 {
-	var h maphash.Hash
-	h.SetSeed(id.seed)
-	rankattr.HashGroup(&h, attrs, id.groupKeys)
-	return h.Sum64()
-}
+// groupHash identifies a resource's run and group.
+func (id identity) groupHash(attrs pcommon.Map) uint64 { return id.reader.Group(attrs) }
 
 // labelsFor returns prev when it still describes the resource (the common
 // case: one comparison per attribute, no allocation) and new labels

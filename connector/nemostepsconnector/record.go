@@ -1,14 +1,16 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
-	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // maxPendingPerRank bounds the wait intervals of one rank waiting for their
@@ -20,14 +22,8 @@ const maxPendingPerRank = 256
 // rankState is what is known of a rank between its batches.
 type rankState struct {
 	labels *rankLabels
-	// pending are wait intervals no step span seen so far covers: their
-	// step span, which ends after them, has not arrived yet.
-	pending []pendingWait
-}
-
-type pendingWait struct {
-	iv      stepbusy.Interval
-	arrived time.Duration
+	// pending are wait intervals no step span seen so far places.
+	pending steps.Waiting[stepbusy.Interval]
 }
 
 // resourceRank is the rank of the resource being read, identified at its
@@ -35,10 +31,9 @@ type pendingWait struct {
 type resourceRank struct {
 	identified bool
 	reason     skipReason
-	key        rankKey
-	worldSize  int64
-	attrs      pcommon.Map
-	state      *rankState
+	steps.Identity
+	attrs pcommon.Map
+	state *rankState
 }
 
 // recordResource notes the step and wait spans of one resource; every other
@@ -51,13 +46,13 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 		for j := 0; j < spans.Len(); j++ {
 			s := spans.At(j)
 			name := s.Name()
-			isStep := slices.Contains(c.stepNames, name)
-			if !isStep && !c.waits.Match(name) {
+			isStep := c.spans.IsStep(name)
+			if !isStep && !c.spans.IsWait(name) {
 				continue
 			}
 			if !r.identified {
 				r.identified = true
-				r.key, _, r.worldSize, r.reason = c.id.rankOf(r.attrs)
+				r.Identity, r.reason = c.id.rankOf(r.attrs)
 			}
 			if r.reason != skipNone {
 				t.skipped[r.reason]++
@@ -75,10 +70,10 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 // stateOf is the resource's rank state, created when new.
 func (c *stepsConnector) stateOf(r *resourceRank) *rankState {
 	if r.state == nil {
-		st, ok := c.ranks.get(r.key)
+		st, ok := c.ranks.Get(r.Rank)
 		if !ok {
 			st = &rankState{}
-			c.ranks.put(r.key, st)
+			c.ranks.Put(r.Rank, st)
 		}
 		r.state = st
 	}
@@ -86,7 +81,7 @@ func (c *stepsConnector) stateOf(r *resourceRank) *rankState {
 }
 
 func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, now time.Duration, t *tally) {
-	iteration, ok := c.iteration(s)
+	iteration, ok := c.spans.Iteration(s)
 	if !ok {
 		t.skipped[skipMissingIteration]++
 		return
@@ -96,38 +91,33 @@ func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, now time.Dur
 		t.skipped[skipInvalidDuration]++
 		return
 	}
-	// A rank's steps do not overlap, so only this very step span covers
-	// its own middle: when a known step does, it was seen already (a batch
-	// sent twice), even if its step was decided since.
-	if it, place := c.timeline.Place(r.key, start+(end-start)/2); place == stepbusy.InStep && it == iteration {
+	// Seen even if its step was decided since: a batch sent twice.
+	if c.placer.Seen(r.Rank, iteration, start, end) {
 		return
 	}
-	st := c.stepFor(stepKey{group: r.key.group, iteration: iteration}, now)
-	if _, dup := st.index[r.key.rank]; dup {
+	st := c.stepFor(r.StepOf(iteration), now)
+	sr := &st.Value
+	if _, dup := sr.index[r.Rank.Rank]; dup {
 		return
 	}
 	state := c.stateOf(r)
-	state.labels = c.id.labelsFor(state.labels, r.attrs, r.key.rank)
-	st.index[r.key.rank] = int32(len(st.ranks))
-	st.ranks = append(st.ranks, rankStep{rank: r.key.rank, start: start, end: end, labels: state.labels})
+	state.labels = c.id.labelsFor(state.labels, r.attrs, r.Rank.Rank)
+	sr.index[r.Rank.Rank] = int32(len(sr.ranks))
+	sr.ranks = append(sr.ranks, rankStep{rank: r.Rank.Rank, start: start, end: end, labels: state.labels})
 	c.openRankSteps++
 	t.openRankSteps++
-	st.worldSize = max(st.worldSize, r.worldSize)
-	if st.worldSize > 0 && st.reported() >= st.worldSize {
-		c.markComplete(st)
+	c.open.Report(st, r.WorldSize, sr.reported())
+	c.placer.AddStep(r.Rank, iteration, start, end)
+	if state.pending.Len() > 0 {
+		placed, expired := steps.Resolve(c.placer, r.Rank, &state.pending, now-c.spanWait, c.placed[:0])
+		t.skipped[skipPendingExpired] += int64(expired)
+		for _, p := range placed {
+			if p.Where == stepbusy.InStep {
+				c.attachWait(r.StepOf(p.Iteration), r.Rank.Rank, p.Item, t)
+			}
+		}
+		c.placed = placed[:0]
 	}
-	c.timeline.Add(r.key, iteration, start, end)
-	if len(state.pending) > 0 {
-		c.resolvePending(r.key, state, now, t)
-	}
-}
-
-func (c *stepsConnector) iteration(s ptrace.Span) (int64, bool) {
-	v, ok := s.Attributes().Get(c.iterKey)
-	if !ok {
-		return 0, false
-	}
-	return rankattr.Parse(v)
 }
 
 func (c *stepsConnector) recordWait(r *resourceRank, s ptrace.Span, now time.Duration, t *tally) {
@@ -136,66 +126,32 @@ func (c *stepsConnector) recordWait(r *resourceRank, s ptrace.Span, now time.Dur
 		t.skipped[skipInvalidDuration]++
 		return
 	}
-	it, place := c.timeline.Place(r.key, iv.Start)
+	it, place := c.placer.Place(r.Rank, iv.Start)
 	switch place {
 	case stepbusy.InStep:
-		c.attachWait(stepKey{group: r.key.group, iteration: it}, r.key.rank, iv, t)
+		c.attachWait(r.StepOf(it), r.Rank.Rank, iv, t)
 	case stepbusy.Unknown:
-		c.stateOf(r).addPending(pendingWait{iv: iv, arrived: now}, now-c.wait, t)
+		t.skipped[skipPendingExpired] += int64(c.stateOf(r).pending.Add(iv, iv.Start, now, now-c.spanWait, maxPendingPerRank))
 	}
 	// Outside: a wait outside every step (evaluation, checkpoint) is no
 	// step's business.
 }
 
 // attachWait adds a wait interval to its rank's step, if still open.
-func (c *stepsConnector) attachWait(key stepKey, rank int64, iv stepbusy.Interval, t *tally) {
-	st := c.open[key]
+func (c *stepsConnector) attachWait(key steps.Step, rank int64, iv stepbusy.Interval, t *tally) {
+	st := c.open.Get(key)
 	if st == nil {
 		t.skipped[skipLateWait]++
 		return
 	}
-	i, ok := st.index[rank]
+	i, ok := st.Value.index[rank]
 	if !ok {
 		t.skipped[skipLateWait]++
 		return
 	}
-	r := &st.ranks[i]
+	r := &st.Value.ranks[i]
 	if r.waits == nil {
 		r.waits = make([]stepbusy.Interval, 0, 4)
 	}
 	r.waits = append(r.waits, iv)
-}
-
-// addPending keeps a wait interval for its step span, forgetting the ones
-// that arrived before expiredBefore or, over maxPendingPerRank, the oldest.
-func (st *rankState) addPending(p pendingWait, expiredBefore time.Duration, t *tally) {
-	drop := 0
-	for drop < len(st.pending) && (st.pending[drop].arrived < expiredBefore || len(st.pending)-drop >= maxPendingPerRank) {
-		drop++
-	}
-	if drop > 0 {
-		t.skipped[skipPendingExpired] += int64(drop)
-		st.pending = slices.Delete(st.pending, 0, drop)
-	}
-	st.pending = append(st.pending, p)
-}
-
-// resolvePending ties the rank's pending wait intervals to the step spans
-// now known; those still Unknown keep waiting.
-func (c *stepsConnector) resolvePending(key rankKey, st *rankState, now time.Duration, t *tally) {
-	kept := st.pending[:0]
-	for _, p := range st.pending {
-		if p.arrived < now-c.wait {
-			t.skipped[skipPendingExpired]++
-			continue
-		}
-		switch it, place := c.timeline.Place(key, p.iv.Start); place {
-		case stepbusy.InStep:
-			c.attachWait(stepKey{group: key.group, iteration: it}, key.rank, p.iv, t)
-		case stepbusy.Unknown:
-			kept = append(kept, p)
-		}
-	}
-	clear(st.pending[len(kept):])
-	st.pending = kept
 }

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector
 
 import (
@@ -13,26 +16,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
-
-func TestGenerationsBoundEntries(t *testing.T) {
-	g := newGenerations[int, int](2)
-	g.put(1, 10)
-	g.put(2, 20)
-	g.put(3, 30) // (1, 2) become the previous generation
-	v, ok := g.get(1)
-	require.True(t, ok, "the previous generation is still there")
-	assert.Equal(t, 10, v)
-	g.put(4, 40) // (3, 1) retire, 2 is forgotten
-	_, ok = g.get(2)
-	assert.False(t, ok)
-	assert.LessOrEqual(t, g.len(), 4)
-	seen := map[int]int{}
-	g.each(func(k, v int) { seen[k] = v })
-	assert.Equal(t, map[int]int{1: 10, 3: 30, 4: 40}, seen)
-}
 
 func TestLabelsFollowTheResource(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
@@ -75,17 +61,16 @@ func TestGroupHashTreatsIntAndStringAlike(t *testing.T) {
 
 func TestPendingWaitsAreBounded(t *testing.T) {
 	var st rankState
-	var tl tally
+	var dropped int
 	for i := range maxPendingPerRank + 10 {
-		st.addPending(pendingWait{iv: stepbusy.Interval{Start: int64(i), End: int64(i + 1)}, arrived: time.Second}, 0, &tl)
+		dropped += st.pending.Add(stepbusy.Interval{Start: int64(i), End: int64(i + 1)}, int64(i), time.Second, 0, maxPendingPerRank)
 	}
-	assert.Len(t, st.pending, maxPendingPerRank, "at most maxPendingPerRank per rank")
-	assert.Equal(t, int64(10), tl.skipped[skipPendingExpired], "the oldest dropped, counted")
-	assert.Equal(t, int64(10), st.pending[0].iv.Start)
+	assert.Equal(t, maxPendingPerRank, st.pending.Len(), "at most maxPendingPerRank per rank")
+	assert.Equal(t, 10, dropped, "the oldest dropped")
 
-	st.addPending(pendingWait{arrived: 5 * time.Second}, 2*time.Second, &tl)
-	assert.Len(t, st.pending, 1, "the ones older than decision_wait expire")
-	assert.Equal(t, int64(10+maxPendingPerRank), tl.skipped[skipPendingExpired])
+	dropped += st.pending.Add(stepbusy.Interval{}, 0, 5*time.Second, 2*time.Second, maxPendingPerRank)
+	assert.Equal(t, 1, st.pending.Len(), "the ones older than span_wait expire")
+	assert.Equal(t, 10+maxPendingPerRank, dropped)
 }
 
 func TestWaitWhoseStepNeverComesExpires(t *testing.T) {
@@ -100,6 +85,21 @@ func TestWaitWhoseStepNeverComesExpires(t *testing.T) {
 	busy := named(h.points(), "nemo.step.busy_time")
 	require.Len(t, busy, 1)
 	assert.Equal(t, ns(job.step(0, 2).Busy()), busy[0].value)
+	metadatatest.AssertEqualConnectorNemoStepsSpansSkipped(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: int64(expired), Attributes: attribute.NewSet(attribute.String("reason", "pending_expired"))},
+	}, metricdatatest.IgnoreTimestamp())
+}
+
+// span_wait, not decision_wait, bounds how long a wait span waits for its
+// step span.
+func TestWaitExpiresAtSpanWait(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DecisionWait, c.SpanWait = time.Minute, 2*time.Second })
+	job := syncJob{run: "run-x", world: 1}
+	children := job.batch(ownRoot, 1, lensfixture.StepChildren, 0)
+	expired := waitSpans(t, children)
+	h.consume(children)
+	h.clk.Advance(3 * time.Second)
+	h.consume(job.batch(ownRoot, 2, lensfixture.WholeStep, 0))
 	metadatatest.AssertEqualConnectorNemoStepsSpansSkipped(t, h.tel, []metricdata.DataPoint[int64]{
 		{Value: int64(expired), Attributes: attribute.NewSet(attribute.String("reason", "pending_expired"))},
 	}, metricdatatest.IgnoreTimestamp())

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
@@ -9,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // skipReason says why a step or wait span was not used.
@@ -35,30 +39,19 @@ var skipReasonNames = [numSkipReasons]string{
 	skipPendingExpired:   "pending_expired",
 }
 
-// decideCause says why a step is decided when it is.
-type decideCause uint8
-
-const (
-	decidedComplete   decideCause = iota // every rank of the world reported
-	decidedAtWait                        // decision_wait is over
-	decidedEarly                         // max_open_rank_steps was reached
-	decidedAtShutdown                    // the collector stops
-	numCauses
-)
-
 // causeNames are the values of the cause attribute (metadata.yaml).
-var causeNames = [numCauses]string{
-	decidedComplete:   "complete",
-	decidedAtWait:     "decision_wait",
-	decidedEarly:      "early",
-	decidedAtShutdown: "shutdown",
+var causeNames = [steps.NumCauses]string{
+	steps.Complete:   "complete",
+	steps.AtWait:     "decision_wait",
+	steps.Early:      "early",
+	steps.AtShutdown: "shutdown",
 }
 
 // tally counts what one batch or one tick did, so that the internal
 // metrics are recorded once per batch rather than per span.
 type tally struct {
 	skipped       [numSkipReasons]int64
-	decided       [numCauses]int64
+	decided       [steps.NumCauses]int64
 	ranksMissing  int64
 	openRankSteps int64 // change
 	dataPoints    int64
@@ -70,7 +63,7 @@ type tally struct {
 type telemetry struct {
 	tb          *metadata.TelemetryBuilder
 	skipOpts    [numSkipReasons][]metric.AddOption
-	decidedOpts [numCauses][]metric.AddOption
+	decidedOpts [steps.NumCauses][]metric.AddOption
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -82,7 +75,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	for r := skipMissingRank; r < numSkipReasons; r++ {
 		t.skipOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", skipReasonNames[r])))}
 	}
-	for c := range numCauses {
+	for c := range steps.NumCauses {
 		t.decidedOpts[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", causeNames[c])))}
 	}
 	return t, nil

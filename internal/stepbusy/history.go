@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepbusy // import "github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 
 // History remembers every rank's busy times over its last steps, for the
@@ -5,9 +8,8 @@ package stepbusy // import "github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 // generation reaches limit ranks it becomes the previous one, and ranks not
 // seen for a whole generation are forgotten. Not safe for concurrent use.
 type History[K comparable] struct {
-	steps     int
-	limit     int
-	cur, prev map[K]*recent
+	steps int
+	ranks Generations[K, *recent]
 }
 
 // recent is a ring of a rank's last busy times.
@@ -19,7 +21,7 @@ type recent struct {
 // NewHistory remembers the last steps busy times of up to about 2 x limit
 // ranks. steps and limit are at least 1.
 func NewHistory[K comparable](steps, limit int) *History[K] {
-	return &History[K]{steps: max(steps, 1), limit: max(limit, 1), cur: make(map[K]*recent), prev: make(map[K]*recent)}
+	return &History[K]{steps: max(steps, 1), ranks: *NewGenerations[K, *recent](limit)}
 }
 
 // Add records a step's busy time (ignored when <= 0) and returns the rank's
@@ -48,24 +50,13 @@ func (h *History[K]) Add(rank K, busy int64) int64 {
 }
 
 // Len is the number of ranks remembered.
-func (h *History[K]) Len() int { return len(h.cur) + len(h.prev) }
+func (h *History[K]) Len() int { return h.ranks.Len() }
 
 func (h *History[K]) get(rank K, create bool) *recent {
-	if r := h.cur[rank]; r != nil {
+	if r, ok := h.ranks.Get(rank); ok || !create {
 		return r
 	}
-	r := h.prev[rank]
-	switch {
-	case r != nil:
-		delete(h.prev, rank)
-	case !create:
-		return nil
-	default:
-		r = &recent{busy: make([]int64, 0, h.steps)}
-	}
-	if len(h.cur) >= h.limit {
-		h.prev, h.cur = h.cur, make(map[K]*recent, h.limit)
-	}
-	h.cur[rank] = r
+	r := &recent{busy: make([]int64, 0, h.steps)}
+	h.ranks.insert(rank, r)
 	return r
 }

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stepbusy measures how long a training rank was busy in one step and
 // scores ranks against each other and against their own recent steps, to find
 // stragglers under synchronous data parallelism.

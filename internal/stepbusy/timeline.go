@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepbusy // import "github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 
 // Place says where a span of a rank belongs, by its start time.
@@ -29,8 +32,7 @@ const timelineSteps = 4
 // Like History it keeps at most about 2 x limit ranks in two generations.
 // Not safe for concurrent use.
 type Timeline[K comparable] struct {
-	limit     int
-	cur, prev map[K]*rankSteps
+	ranks Generations[K, *rankSteps]
 }
 
 type stepSpan struct {
@@ -48,7 +50,7 @@ type rankSteps struct {
 
 // NewTimeline remembers the recent steps of up to about 2 x limit ranks.
 func NewTimeline[K comparable](limit int) *Timeline[K] {
-	return &Timeline[K]{limit: max(limit, 1), cur: make(map[K]*rankSteps), prev: make(map[K]*rankSteps)}
+	return &Timeline[K]{ranks: *NewGenerations[K, *rankSteps](limit)}
 }
 
 // Add records a step span [start, end) of rank (ns): a span starting at its
@@ -87,24 +89,13 @@ func (tl *Timeline[K]) Place(rank K, t int64) (int64, Place) {
 }
 
 // Len is the number of ranks remembered.
-func (tl *Timeline[K]) Len() int { return len(tl.cur) + len(tl.prev) }
+func (tl *Timeline[K]) Len() int { return tl.ranks.Len() }
 
 func (tl *Timeline[K]) get(rank K, create bool) *rankSteps {
-	if r := tl.cur[rank]; r != nil {
+	if r, ok := tl.ranks.Get(rank); ok || !create {
 		return r
 	}
-	r := tl.prev[rank]
-	switch {
-	case r != nil:
-		delete(tl.prev, rank)
-	case !create:
-		return nil
-	default:
-		r = &rankSteps{}
-	}
-	if len(tl.cur) >= tl.limit {
-		tl.prev, tl.cur = tl.cur, make(map[K]*rankSteps, tl.limit)
-	}
-	tl.cur[rank] = r
+	r := &rankSteps{}
+	tl.ranks.insert(rank, r)
 	return r
 }

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
@@ -6,13 +9,12 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // Strategy names a rule for choosing which ranks' telemetry is kept. The names
@@ -84,20 +86,11 @@ type Config struct {
 	// inclusive ranges, e.g. "0,7,64-71".
 	Ranks string `mapstructure:"ranks"`
 
-	// RankKeys are the resource attributes holding the rank, first present wins.
-	RankKeys []string `mapstructure:"rank_keys"`
-
-	// WorldSizeKeys are the resource attributes holding the world size (used
-	// by single_rank with export_rank -1), first present wins.
-	WorldSizeKeys []string `mapstructure:"world_size_keys"`
-
-	// LocalRankKeys are the resource attributes holding the rank within its
-	// node (used by first_rank_per_node), first present wins.
-	LocalRankKeys []string `mapstructure:"local_rank_keys"`
-
-	// GroupKeys are the resource attributes that together identify a run and
-	// worker group; rank numbers are only meaningful within one group.
-	GroupKeys []string `mapstructure:"group_keys"`
+	// Keys: rank_keys, world_size_keys (used by single_rank with
+	// export_rank -1, and to know when a step is complete), local_rank_keys
+	// (used by first_rank_per_node) and group_keys (rank numbers are only
+	// meaningful within one run and worker group), each first present wins.
+	steps.Keys `mapstructure:",squash"`
 
 	// OnMissingRank is keep or drop: what to do with resources that carry no
 	// usable rank identity (not training telemetry, or a garbage value).
@@ -126,41 +119,21 @@ type Config struct {
 
 // StragglersConfig configures step-level straggler retention.
 type StragglersConfig struct {
-	// DecisionWait is the longest a step stays open, from the first step
-	// span of that (run, group, iteration) seen from any rank. A step is
-	// decided earlier, at the next tick, once every rank of its world has
-	// reported its step span. A held span not yet tied to a step waits at
-	// most as long from its own arrival.
-	DecisionWait time.Duration `mapstructure:"decision_wait"`
+	// Waits: decision_wait, the longest a step stays open from the first
+	// step span of that (run, group, iteration) seen from any rank (a step
+	// is decided earlier, at the next tick, once every rank of its world
+	// has reported its step span); and span_wait, the longest a held span
+	// not yet tied to a step waits from its own arrival (0: as long as
+	// decision_wait).
+	steps.Waits `mapstructure:",squash"`
 
-	// StepSpanNames are the names of the span that roots one rank's step
-	// subtree (Megatron-LM: megatron.train_step, or megatron.train.iteration
-	// in its newer span taxonomy).
-	StepSpanNames []string `mapstructure:"step_span_names"`
-
-	// IterationAttribute is the step span attribute holding the iteration
-	// number (an int or a decimal string), which lines up the ranks' steps.
-	IterationAttribute string `mapstructure:"iteration_attribute"`
-
-	// WaitSpans are the names of the spans in which a rank waits for the
-	// others (gradient sync, pipeline receives): exact names, or prefixes
-	// ending in "*". A rank's busy time on a step is the step's duration
-	// minus the time covered by these spans among its descendants.
-	WaitSpans []string `mapstructure:"wait_spans"`
-
-	// RelativeThreshold: a held rank is a straggler on a step when the
-	// fastest rank's busy time over its own is below this, in [0,1]; 0
-	// switches the relative score off.
-	RelativeThreshold float64 `mapstructure:"relative_threshold"`
-
-	// IndividualThreshold: a held rank is a straggler on a step when its
-	// best busy time over its last History steps over this step's is below
-	// this, in [0,1]; 0 switches the individual score off.
-	IndividualThreshold float64 `mapstructure:"individual_threshold"`
-
-	// History is the number of a rank's most recent steps (this one
-	// included) whose best busy time the individual score compares with.
-	History int `mapstructure:"history"`
+	// Settings: step_span_names (the span that roots one rank's step
+	// subtree), iteration_attribute, wait_spans (a rank's busy time on a
+	// step is the step's duration minus the time covered by these spans
+	// among its descendants), relative_threshold, individual_threshold and
+	// history: a held rank is a straggler on a step when either score is
+	// below its threshold.
+	steps.Settings `mapstructure:",squash"`
 
 	// MaxRanksPerStep caps the stragglers kept per step, worst score first.
 	MaxRanksPerStep int `mapstructure:"max_ranks_per_step"`
@@ -190,29 +163,20 @@ type StragglersConfig struct {
 // Straggler defaults. max_buffered_spans is sized for 100,000 spans/s held
 // for up to two decision waits (a child waits for its step span, then the
 // step waits): 2,000,000 spans; README.md gives the measured bytes per span.
-// The thresholds are those of nvidia-resiliency-ext's examples.
+// The wait, the step settings and the thresholds are internal/steps'.
 const (
-	defaultDecisionWait        = 10 * time.Second
-	defaultRelativeThreshold   = 0.7
-	defaultIndividualThreshold = 0.7
-	defaultHistory             = 20
-	defaultMaxRanksPerStep     = 4
-	defaultMaxBufferedSpans    = 2_000_000
-	defaultDecisionCacheSize   = 10_000
+	defaultMaxRanksPerStep   = 4
+	defaultMaxBufferedSpans  = 2_000_000
+	defaultDecisionCacheSize = 10_000
 )
 
 func defaultStragglersConfig() StragglersConfig {
 	return StragglersConfig{
-		DecisionWait:        defaultDecisionWait,
-		StepSpanNames:       stepbusy.DefaultStepSpanNames(),
-		IterationAttribute:  stepbusy.DefaultIterationAttribute,
-		WaitSpans:           stepbusy.DefaultWaitSpans(),
-		RelativeThreshold:   defaultRelativeThreshold,
-		IndividualThreshold: defaultIndividualThreshold,
-		History:             defaultHistory,
-		MaxRanksPerStep:     defaultMaxRanksPerStep,
-		MaxBufferedSpans:    defaultMaxBufferedSpans,
-		DecisionCacheSize:   defaultDecisionCacheSize,
+		Waits:             steps.DefaultWaits(),
+		Settings:          steps.DefaultSettings(),
+		MaxRanksPerStep:   defaultMaxRanksPerStep,
+		MaxBufferedSpans:  defaultMaxBufferedSpans,
+		DecisionCacheSize: defaultDecisionCacheSize,
 	}
 }
 
@@ -229,29 +193,7 @@ func (cfg *StragglersConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("threshold (a multiple of the median step duration, got %v) was removed: stragglers are now scored on busy time; "+
 			"set relative_threshold and individual_threshold (scores in [0,1], default 0.7) instead", *cfg.Threshold))
 	}
-	if cfg.DecisionWait <= 0 {
-		errs = append(errs, fmt.Errorf("decision_wait must be positive, got %s", cfg.DecisionWait))
-	}
-	if len(cfg.StepSpanNames) == 0 {
-		errs = append(errs, errors.New("step_span_names must list at least one span name, e.g. [megatron.train_step]"))
-	}
-	for i, name := range cfg.StepSpanNames {
-		if strings.TrimSpace(name) == "" {
-			errs = append(errs, fmt.Errorf("step_span_names[%d] must not be empty", i))
-		}
-	}
-	if strings.TrimSpace(cfg.IterationAttribute) == "" {
-		errs = append(errs, errors.New("iteration_attribute must not be empty"))
-	}
-	if _, err := stepbusy.ParsePatterns(cfg.WaitSpans); err != nil {
-		errs = append(errs, fmt.Errorf("wait_spans: %w", err))
-	}
-	errs = append(errs,
-		validateScoreThreshold("relative_threshold", cfg.RelativeThreshold),
-		validateScoreThreshold("individual_threshold", cfg.IndividualThreshold))
-	if cfg.History < 1 {
-		errs = append(errs, fmt.Errorf("history must be at least 1 step, got %d", cfg.History))
-	}
+	errs = append(errs, cfg.Waits.Check(), cfg.Settings.Check())
 	if cfg.MaxRanksPerStep < 1 {
 		errs = append(errs, fmt.Errorf("max_ranks_per_step must be at least 1, got %d", cfg.MaxRanksPerStep))
 	}
@@ -262,13 +204,6 @@ func (cfg *StragglersConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("decision_cache_size must be at least 1, got %d", cfg.DecisionCacheSize))
 	}
 	return errors.Join(errs...)
-}
-
-func validateScoreThreshold(key string, v float64) error {
-	if math.IsNaN(v) || v < 0 || v > 1 {
-		return fmt.Errorf("%s must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got %v", key, v)
-	}
-	return nil
 }
 
 var _ component.Config = (*Config)(nil)
@@ -293,28 +228,13 @@ func (cfg *Config) Validate() error {
 	needWorldSize := cfg.Strategy == StrategySingleRank && cfg.ExportRank == -1
 	needLocalRank := cfg.Strategy == StrategyFirstRankPerNode
 	errs = append(errs,
-		validateKeys("rank_keys", cfg.RankKeys, needRank),
-		validateKeys("world_size_keys", cfg.WorldSizeKeys, needWorldSize),
-		validateKeys("local_rank_keys", cfg.LocalRankKeys, needLocalRank),
-		validateKeys("group_keys", cfg.GroupKeys, false),
+		cfg.Keys.Check(steps.Need{Rank: needRank, WorldSize: needWorldSize, LocalRank: needLocalRank}),
 		cfg.OnMissingRank.Validate(),
 	)
 	if _, err := parseSeverity(cfg.KeepLogSeverity); err != nil {
 		errs = append(errs, fmt.Errorf("keep_log_severity: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func validateKeys(name string, keys []string, required bool) error {
-	if required && len(keys) == 0 {
-		return fmt.Errorf("%s must list at least one attribute key", name)
-	}
-	for i, k := range keys {
-		if strings.TrimSpace(k) == "" {
-			return fmt.Errorf("%s[%d] must not be empty", name, i)
-		}
-	}
-	return nil
 }
 
 // severityBases maps a severity name to the first number of its range in the

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -15,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 )
 
@@ -89,16 +93,19 @@ func TestLoadConfig(t *testing.T) {
 			c.Strategy = StrategySampled
 			c.SampleRate = 0.01
 			c.Stragglers = configoptional.Some(StragglersConfig{
-				DecisionWait:        30 * time.Second,
-				StepSpanNames:       []string{"nemo_rl.train_step"},
-				IterationAttribute:  "nemo_rl.step",
-				WaitSpans:           []string{"nemo_rl.wait_for_peers", "torch.distributed.*"},
-				RelativeThreshold:   0.6,
-				IndividualThreshold: 0,
-				History:             50,
-				MaxRanksPerStep:     8,
-				MaxBufferedSpans:    500_000,
-				DecisionCacheSize:   2048,
+				Waits: steps.Waits{DecisionWait: 30 * time.Second},
+				Settings: steps.Settings{
+					Spans: steps.Spans{StepSpanNames: []string{"nemo_rl.train_step"}, IterationAttribute: "nemo_rl.step"},
+					Scoring: steps.Scoring{
+						WaitSpans:           []string{"nemo_rl.wait_for_peers", "torch.distributed.*"},
+						RelativeThreshold:   0.6,
+						IndividualThreshold: 0,
+						History:             50,
+					},
+				},
+				MaxRanksPerStep:   8,
+				MaxBufferedSpans:  500_000,
+				DecisionCacheSize: 2048,
 			})
 		})},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_removed_threshold"), wantErr: "stragglers: threshold (a multiple of the median step duration, got 1.5) was removed: stragglers are now scored on busy time; set relative_threshold and individual_threshold (scores in [0,1], default 0.7) instead"},
@@ -106,9 +113,10 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_scores"), wantErr: "relative_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got 1.5\n" +
 			"individual_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got -0.1\nhistory must be at least 1 step, got 0"},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait_spans"), wantErr: `stragglers: wait_spans: entry 0 ("megatron.*.recv"): "*" is only allowed at the end`},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait"), wantErr: "stragglers: decision_wait must be positive, got 0s"},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait"), wantErr: "stragglers: decision_wait must be positive (a step is decided at the latest this long after its first step span), got 0s"},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_limits"), wantErr: "max_ranks_per_step must be at least 1, got 0\nmax_buffered_spans must be at least 1, got -1\ndecision_cache_size must be at least 1, got 0"},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_names"), wantErr: "step_span_names must list at least one span name, e.g. [megatron.train_step]\niteration_attribute must not be empty"},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_span_wait"), wantErr: "stragglers: span_wait must be positive, or 0 to wait as long as decision_wait, got -1s"},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_names"), wantErr: "step_span_names must list at least one span name, e.g. [megatron.train_step, megatron.train.iteration]\niteration_attribute must not be empty"},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_name"), wantErr: "step_span_names[1] must not be empty"},
 	}
 	for _, tt := range tests {

@@ -1,8 +1,10 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
 	"context"
-	"slices"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -12,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 )
 
@@ -36,10 +38,7 @@ func createDefaultConfig() component.Config {
 		Strategy:        StrategySingleRank,
 		ExportRank:      -1,
 		SampleRate:      1.0,
-		RankKeys:        slices.Clone(rankattr.DefaultRankKeys),
-		WorldSizeKeys:   slices.Clone(rankattr.DefaultWorldSizeKeys),
-		LocalRankKeys:   slices.Clone(rankattr.DefaultLocalRankKeys),
-		GroupKeys:       slices.Clone(rankattr.DefaultGroupKeys),
+		Keys:            steps.DefaultKeys(),
 		OnMissingRank:   MissingRankKeep,
 		KeepErrors:      true,
 		KeepLogSeverity: "ERROR",

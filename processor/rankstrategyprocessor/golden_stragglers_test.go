@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -14,9 +17,9 @@ import (
 	"go.opentelemetry.io/collector/processor"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
-	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/goldentest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 )
 

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -10,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/goldentest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 func TestGoldenTraces(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
@@ -7,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // rankID is one rank of one run and group. owner hashes group and rank.
@@ -45,7 +49,7 @@ type spanRef struct {
 }
 
 // rankState is a rank's spans not yet tied to a step, in arrival order. It
-// outlives them by a decision_wait, so that a rank sending every few seconds
+// outlives them by a span_wait, so that a rank sending every few seconds
 // reuses it.
 type rankState struct {
 	id         rankID
@@ -73,17 +77,13 @@ func (rs *rankStep) busy() int64 {
 	return stepbusy.Busy(rs.start, rs.end, rs.waits)
 }
 
-// openStep is a step waiting for its decision.
-type openStep struct {
-	key     stepKey
-	created time.Duration
-	// worldSize is the largest world size the step's ranks reported, 0
-	// when none did; reported counts the ranks whose step span was seen.
-	worldSize int64
-	reported  int64
-	// complete: every rank of the world reported; decided at the next
-	// tick. decided: taken out of the queue's order, skipped when popped.
-	complete, decided bool
+// openStep is a step waiting for its decision, in the table of open steps.
+type openStep = steps.Open[steps.Step, stepRanks]
+
+// stepRanks are the ranks of an open step.
+type stepRanks struct {
+	// reported counts the ranks whose step span was seen.
+	reported int64
 	// observed counts the rank entries and wait intervals of the step,
 	// bounded by max_buffered_spans.
 	observed int
@@ -93,13 +93,13 @@ type openStep struct {
 	prior *stepDecision
 }
 
-func (st *openStep) rank(owner uint64, rank int64) (*rankStep, bool) {
-	if rs := st.ranks[rank]; rs != nil {
+func (sr *stepRanks) rank(owner uint64, rank int64) (*rankStep, bool) {
+	if rs := sr.ranks[rank]; rs != nil {
 		return rs, false
 	}
 	rs := &rankStep{owner: owner}
-	st.ranks[rank] = rs
-	st.observed++
+	sr.ranks[rank] = rs
+	sr.observed++
 	return rs, true
 }
 

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -21,8 +24,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )

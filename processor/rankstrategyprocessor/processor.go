@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
@@ -60,7 +63,7 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 	if sc == nil {
 		return nil
 	}
-	b, err := newStragglerBuffer(sc, cfg.RankKeys, cfg.WorldSizeKeys, p.selector, clk, set.Logger, next, p.telemetry.record)
+	b, err := newStragglerBuffer(sc, &cfg.Keys, p.selector.reader, clk, set.Logger, next, p.telemetry.record)
 	if err != nil {
 		return fmt.Errorf("rank_strategy: %w", err)
 	}

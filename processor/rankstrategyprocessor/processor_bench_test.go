@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -18,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
-	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
 )
 
 const benchRanks = 1000

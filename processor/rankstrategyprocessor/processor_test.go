@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -18,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
 

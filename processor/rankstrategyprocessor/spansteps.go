@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
@@ -5,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
 // spanKey names a span within one rank (owner) and trace. Span ids are only
@@ -41,40 +46,26 @@ func mix64(x uint64) uint64 {
 // spanSteps maps recently seen spans to their step's iteration, so that a
 // span whose parent arrived earlier, maybe in another batch, finds its step.
 // Two generations bound it: the current one is retired when it reaches limit
-// entries or is one decision_wait old, so an entry lives between one and two
-// waits and at most 2 x limit are kept.
+// entries or is one wait old (the longer of decision_wait and span_wait), so
+// an entry lives between one and two waits and at most 2 x limit are kept. Lookups do not keep an entry alive.
 type spanSteps struct {
-	cur, prev map[uint64]int64
-	limit     int
-	started   time.Duration
+	gen     *stepbusy.Generations[uint64, int64]
+	started time.Duration
 }
 
 func newSpanSteps(limit int) spanSteps {
-	return spanSteps{cur: make(map[uint64]int64), prev: make(map[uint64]int64), limit: limit}
+	return spanSteps{gen: stepbusy.NewGenerations[uint64, int64](limit)}
 }
 
-func (m *spanSteps) get(k spanKey) (int64, bool) {
-	d := k.digest()
-	if it, ok := m.cur[d]; ok {
-		return it, true
-	}
-	it, ok := m.prev[d]
-	return it, ok
-}
+func (m *spanSteps) get(k spanKey) (int64, bool) { return m.gen.Peek(k.digest()) }
 
-func (m *spanSteps) put(k spanKey, iteration int64, now time.Duration) {
-	m.cur[k.digest()] = iteration
-	if len(m.cur) >= m.limit {
-		m.rotate(now, 0)
-	}
-}
+func (m *spanSteps) put(k spanKey, iteration int64) { m.gen.Put(k.digest(), iteration) }
 
-// rotate retires the current generation. A generation retired by age sizes
-// the next one, which saves growing it again at a steady rate.
-func (m *spanSteps) rotate(now time.Duration, sizeHint int) {
-	m.prev = m.cur
-	m.cur = make(map[uint64]int64, min(sizeHint, m.limit))
+// rotate retires the current generation by age. It sizes the next one as
+// the retired one, which saves growing it again at a steady rate.
+func (m *spanSteps) rotate(now time.Duration) {
+	m.gen.Rotate(m.gen.CurrentLen())
 	m.started = now
 }
 
-func (m *spanSteps) len() int { return len(m.cur) + len(m.prev) }
+func (m *spanSteps) len() int { return m.gen.Len() }

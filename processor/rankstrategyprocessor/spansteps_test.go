@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -11,26 +14,28 @@ import (
 func TestSpanStepsGenerations(t *testing.T) {
 	m := newSpanSteps(2)
 	k := func(n byte) spanKey { return spanKey{owner: 1, span: pcommon.SpanID{n}} }
-	m.put(k(1), 10, 0)
+	m.put(k(1), 10)
 	it, ok := m.get(k(1))
 	assert.True(t, ok)
 	assert.Equal(t, int64(10), it)
-	m.put(k(2), 20, 0) // the generation is full: it retires
-	assert.Equal(t, 2, m.len())
+	m.put(k(2), 20)
+	m.put(k(3), 30) // the generation is full: it retires
+	assert.Equal(t, 3, m.len())
 	_, ok = m.get(k(2))
 	assert.True(t, ok, "found in the previous generation")
-	m.put(k(3), 30, 0)
-	m.put(k(4), 40, 0) // retires again: k(1) and k(2) are forgotten
+	m.put(k(4), 40)
+	m.put(k(5), 50) // retires again: k(1) and k(2) are forgotten
 	_, ok = m.get(k(1))
 	assert.False(t, ok)
+	_, ok = m.get(k(2))
+	assert.False(t, ok, "a lookup does not keep an entry")
 	assert.LessOrEqual(t, m.len(), 4)
 
-	m.put(k(5), 50, 0)
-	m.rotate(time.Second, 8)
+	m.rotate(time.Second)
 	assert.Equal(t, time.Second, m.started)
 	_, ok = m.get(k(5))
 	assert.True(t, ok, "an age rotation keeps the last generation")
-	m.rotate(2*time.Second, 8)
+	m.rotate(2 * time.Second)
 	assert.Zero(t, m.len())
 }
 

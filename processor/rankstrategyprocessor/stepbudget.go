@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
@@ -56,12 +59,12 @@ func (b *stragglerBuffer) expirePending(through time.Duration, t *tally) int {
 }
 
 // forgetIdleRanks drops the state of ranks that have nothing pending and
-// sent nothing for a decision_wait; more than max_buffered_spans of them
+// sent nothing for a span_wait; more than max_buffered_spans of them
 // are not kept even if they are not idle yet.
 func (b *stragglerBuffer) forgetIdleRanks(now time.Duration) {
 	crowded := len(b.ranks) > b.maxHeld
 	for owner, st := range b.ranks {
-		if len(st.unresolved) == 0 && (crowded || now-st.lastSeen >= b.wait) {
+		if len(st.unresolved) == 0 && (crowded || now-st.lastSeen >= b.spanWait) {
 			delete(b.ranks, owner)
 		}
 	}
@@ -83,18 +86,18 @@ func (b *stragglerBuffer) overBudget() bool {
 
 // enforceBudget keeps the buffer within max_buffered_spans: the oldest open
 // step is decided early with what it has, or, when spans waiting for a step
-// are older, the oldest of those are dropped (an eighth of decision_wait's
+// are older, the oldest of those are dropped (an eighth of span_wait's
 // worth at a time). Either way it is counted.
 func (b *stragglerBuffer) enforceBudget(t *tally) {
 	for b.overBudget() {
 		oldest, pending := b.oldestPending()
-		if st := b.oldestOpen(); st != nil && (!pending || st.created <= oldest) {
-			b.decide(b.popOldest(), decidedEarly, t)
+		if st := b.open.Oldest(); st != nil && (!pending || st.Created <= oldest) {
+			b.open.DecideOldest(b.decider(t))
 			continue
 		}
 		if !pending {
 			return // only kept spans waiting for the next tick are left
 		}
-		b.expirePending(oldest+max(b.wait/8, 1), t)
+		b.expirePending(oldest+max(b.spanWait/8, 1), t)
 	}
 }

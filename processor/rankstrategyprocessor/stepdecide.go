@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
@@ -6,45 +9,39 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
-// decideCause says why a step is decided now.
-type decideCause uint8
-
-const (
-	decidedComplete   decideCause = iota // every rank of the world reported
-	decidedAtWait                        // decision_wait is over
-	decidedEarly                         // max_buffered_spans was reached
-	decidedAtShutdown                    // the collector stops
-)
-
-func (b *stragglerBuffer) openStep(key stepKey, now time.Duration, prior *stepDecision) *openStep {
-	st := &openStep{key: key, created: now, ranks: make(map[int64]*rankStep), prior: prior}
-	b.open[key] = st
-	b.queue = append(b.queue, st)
-	return st
+// stepDecision is what was decided for a step: the ranks kept as stragglers,
+// with their scores, and the fastest busy time, which a rank reporting after
+// the decision is measured against.
+type stepDecision struct {
+	fastest int64 // ns; 0 when no rank had a usable busy time
+	kept    []stepbusy.Score
 }
 
-// openFor is the open step of key, nil when none. The spans of one chunk
-// mostly belong to one step, so the last one found is remembered.
-func (b *stragglerBuffer) openFor(key stepKey) *openStep {
-	if c := b.lastOpen; c != nil && c.key == key && !c.decided {
-		return c
+func (d *stepDecision) keptScore(rank int64) (stepbusy.Score, bool) {
+	for _, k := range d.kept {
+		if k.Rank == rank {
+			return k, true
+		}
 	}
-	st := b.open[key]
-	if st != nil {
-		b.lastOpen = st
-	}
-	return st
+	return stepbusy.Score{}, false
+}
+
+// openStep opens the step of key in the table; prior is its decision when
+// a late rank reopens it.
+func (b *stragglerBuffer) openStep(key steps.Step, now time.Duration, prior *stepDecision) *openStep {
+	return b.open.Open(key, now, stepRanks{ranks: make(map[int64]*rankStep), prior: prior})
 }
 
 // rankIn is the rank's part of the open step, created when new; the last
 // one is remembered, as in openFor.
 func (b *stragglerBuffer) rankIn(st *openStep, id rankID) *rankStep {
-	if b.lastRankStep != nil && b.lastRankOf == st && b.lastRank == id.rank && !st.decided {
+	if b.lastRankStep != nil && b.lastRankOf == st && b.lastRank == id.rank && !st.Decided() {
 		return b.lastRankStep
 	}
-	rs, added := st.rank(id.owner, id.rank)
+	rs, added := st.Value.rank(id.owner, id.rank)
 	if added {
 		b.observed++
 	}
@@ -52,56 +49,29 @@ func (b *stragglerBuffer) rankIn(st *openStep, id rankID) *rankStep {
 	return rs
 }
 
-// markComplete has the step decided at the next tick.
-func (b *stragglerBuffer) markComplete(st *openStep) {
-	if !st.complete {
-		st.complete = true
-		b.complete = append(b.complete, st)
-	}
-}
-
-// oldestOpen is the oldest step not decided yet, nil when there is none. It
-// drops the steps decided out of order from the head of the queue.
-func (b *stragglerBuffer) oldestOpen() *openStep {
-	for len(b.queue) > 0 && b.queue[0].decided {
-		b.popOldest()
-	}
-	if len(b.queue) == 0 {
-		return nil
-	}
-	return b.queue[0]
-}
-
-func (b *stragglerBuffer) popOldest() *openStep {
-	st := b.queue[0]
-	b.queue[0] = nil
-	b.queue = b.queue[1:]
-	return st
+// decider decides the steps the table hands out, counting into t.
+func (b *stragglerBuffer) decider(t *tally) func(*openStep, steps.Cause) {
+	return func(st *openStep, cause steps.Cause) { b.decide(st, cause, t) }
 }
 
 // decide scores every rank that reported the step on its busy time and
 // keeps, among the dropped ones, those whose relative or individual score
 // is below its threshold, worst first and at most max_ranks_per_step; it
 // drops the others' spans.
-func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
-	delete(b.open, st.key)
-	st.decided = true
-	if b.lastOpen == st {
-		b.lastOpen = nil
-	}
+func (b *stragglerBuffer) decide(st *openStep, cause steps.Cause, t *tally) {
 	if b.lastRankOf == st {
 		b.lastRankOf, b.lastRankStep = nil, nil
 	}
-	b.observed -= st.observed
+	b.observed -= st.Value.observed
 
 	scores := b.scores[:0]
-	for rank, rs := range st.ranks {
+	for rank, rs := range st.Value.ranks {
 		if rs.reported {
 			scores = append(scores, stepbusy.Score{Rank: rank, Busy: rs.busy()})
 		}
 	}
 	fastest := stepbusy.Fastest(scores)
-	dec := st.prior
+	dec := st.Value.prior
 	if dec == nil {
 		dec = &stepDecision{}
 	} else if dec.fastest > 0 && (fastest == 0 || dec.fastest < fastest) {
@@ -109,11 +79,11 @@ func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	}
 	dec.fastest = fastest
 	stepbusy.Rate(scores, fastest, func(s stepbusy.Score) int64 {
-		return b.history.Add(st.ranks[s.Rank].owner, s.Busy)
+		return b.history.Add(st.Value.ranks[s.Rank].owner, s.Busy)
 	})
 	candidates := scores[:0]
 	for _, s := range scores {
-		if rs := st.ranks[s.Rank]; rs.dropped {
+		if rs := st.Value.ranks[s.Rank]; rs.dropped {
 			if _, kept := dec.keptScore(s.Rank); !kept {
 				candidates = append(candidates, s)
 			}
@@ -122,7 +92,7 @@ func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	th := b.thresholds
 	th.MaxRanks -= len(dec.kept)
 	lastKept := 0
-	if cause == decidedAtWait && st.prior == nil {
+	if cause == steps.AtWait && st.Value.prior == nil {
 		lastKept = b.keepLastToReport(st, dec, th.MaxRanks, t)
 		th.MaxRanks -= lastKept
 	}
@@ -131,7 +101,7 @@ func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	b.scores = scores
 
 	heldRanks, largest := 0, 0
-	for rank, rs := range st.ranks {
+	for rank, rs := range st.Value.ranks {
 		if !rs.dropped {
 			continue
 		}
@@ -150,25 +120,25 @@ func (b *stragglerBuffer) decide(st *openStep, cause decideCause, t *tally) {
 	if largest > 0 {
 		b.rankStepHint = min(max(largest, 8), 4096)
 	}
-	st.ranks = nil
-	b.decided.put(st.key, dec)
+	st.Value.ranks = nil
+	b.decided.Put(st.Key, dec)
 	t.stragglersKept += int64(len(picked) + lastKept)
-	if st.prior != nil || heldRanks == 0 {
+	if st.Value.prior != nil || heldRanks == 0 {
 		return // a reopened step was counted when first decided
 	}
 	t.stepsDecided++
 	switch cause {
-	case decidedEarly:
+	case steps.Early:
 		t.earlyDecisions++
-	case decidedAtWait:
-		if st.worldSize > st.reported {
-			t.ranksMissing += st.worldSize - st.reported
+	case steps.AtWait:
+		if st.WorldSize > st.Value.reported {
+			t.ranksMissing += st.WorldSize - st.Value.reported
 		}
 	}
-	if cause != decidedEarly && st.reported == 1 && !b.warnedLoneRank {
+	if cause != steps.Early && st.Value.reported == 1 && !b.warnedLoneRank {
 		b.warnedLoneRank = true
 		b.logger.Warn("a step was decided having seen a single rank, which is never a straggler; logged once",
-			zap.Int64("iteration", st.key.iteration),
+			zap.Int64("iteration", st.Key.Iteration),
 			zap.String("fix", "ranks are compared only within their run and group (group_keys): if every rank carries its own run id "+
 				"(NeMo Lens mints one per process unless NEMO_LENS_RUN_ID, MEGATRON_OTEL_RUN_ID or SLURM_JOB_ID is set), no rank is ever compared with another; "+
 				"set one run id for every rank of the run, and check that this collector receives every rank of the run"))

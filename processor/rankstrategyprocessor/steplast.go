@@ -1,9 +1,11 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
-	"hash/maphash"
-
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // keepLastToReport keeps what arrived of the ranks that had not reported a
@@ -21,8 +23,8 @@ import (
 // A step span that arrives later reopens the step and is kept with the rest.
 // It returns the ranks kept; call with mu held.
 func (b *stragglerBuffer) keepLastToReport(st *openStep, dec *stepDecision, room int, t *tally) int {
-	missing := st.worldSize - st.reported
-	if st.reported == 0 || missing <= 0 || missing > int64(room) {
+	missing := st.WorldSize - st.Value.reported
+	if st.Value.reported == 0 || missing <= 0 || missing > int64(room) {
 		return 0
 	}
 	from, to, ok := reportedWindow(st)
@@ -30,11 +32,11 @@ func (b *stragglerBuffer) keepLastToReport(st *openStep, dec *stepDecision, room
 		return 0
 	}
 	kept := 0
-	for rank := range st.worldSize {
-		if rs := st.ranks[rank]; rs != nil && rs.reported {
+	for rank := range st.WorldSize {
+		if rs := st.Value.ranks[rank]; rs != nil && rs.reported {
 			continue
 		}
-		owner := maphash.Comparable(b.seed, [2]uint64{st.key.group, uint64(rank)})
+		owner := b.reader.Owner(steps.Rank{Group: st.Key.Group, Rank: rank})
 		state := b.ranks[owner]
 		if state == nil {
 			continue
@@ -65,7 +67,7 @@ func (b *stragglerBuffer) keepLastToReport(st *openStep, dec *stepDecision, room
 // earliest start to the latest end, widened by a tenth of it on each side
 // for the clocks of different hosts.
 func reportedWindow(st *openStep) (from, to int64, ok bool) {
-	for _, rs := range st.ranks {
+	for _, rs := range st.Value.ranks {
 		if !rs.reported {
 			continue
 		}

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
@@ -7,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 type placement uint8
@@ -26,10 +30,10 @@ const (
 func (b *stragglerBuffer) place(id rankID, worldSize int64, ref spanRef, deferLookup bool, now time.Duration, t *tally) placement {
 	s := ref.span
 	key := spanKey{owner: id.owner, trace: foldTraceID(s.TraceID()), span: s.SpanID()}
-	if b.isStepName(s.Name()) {
-		if iteration, ok := b.iteration(s); ok {
+	if b.spans.IsStep(s.Name()) {
+		if iteration, ok := b.spans.Iteration(s); ok {
 			b.stepSeen = true
-			b.spanSteps.put(key, iteration, now)
+			b.spanSteps.put(key, iteration)
 			b.joinAsStep(id, worldSize, ref, iteration, now, t)
 			return placedInStep
 		}
@@ -43,7 +47,7 @@ func (b *stragglerBuffer) place(id rankID, worldSize int64, ref spanRef, deferLo
 		return placedPending
 	}
 	if iteration, ok := b.spanSteps.get(spanKey{owner: id.owner, trace: key.trace, span: parent}); ok {
-		b.spanSteps.put(key, iteration, now)
+		b.spanSteps.put(key, iteration)
 		b.join(id, ref, iteration, t)
 		return placedInStep
 	}
@@ -58,8 +62,8 @@ func (b *stragglerBuffer) hasStepSpan(rs ptrace.ResourceSpans) bool {
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
 		for j := spans.Len() - 1; j >= 0; j-- {
-			if s := spans.At(j); b.isStepName(s.Name()) {
-				if _, ok := b.iteration(s); ok {
+			if s := spans.At(j); b.spans.IsStep(s.Name()) {
+				if _, ok := b.spans.Iteration(s); ok {
 					return true
 				}
 			}
@@ -76,7 +80,7 @@ func (b *stragglerBuffer) tryResolve(id rankID, ref spanRef, now time.Duration, 
 	if !ok {
 		return false
 	}
-	b.spanSteps.put(spanKey{owner: id.owner, trace: trace, span: s.SpanID()}, iteration, now)
+	b.spanSteps.put(spanKey{owner: id.owner, trace: trace, span: s.SpanID()}, iteration)
 	b.join(id, ref, iteration, t)
 	return true
 }
@@ -171,10 +175,10 @@ func (*stragglerBuffer) parentKey(id rankID, ref spanRef) spanKey {
 // spans, which arrive with it, count in its busy time; the ranks already
 // decided keep their decision.
 func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, ref spanRef, iteration int64, now time.Duration, t *tally) {
-	key := stepKey{group: id.group, iteration: iteration}
-	st := b.openFor(key)
+	key := steps.Step{Group: id.group, Iteration: iteration}
+	st := b.open.Get(key)
 	if st == nil {
-		d := b.decided.get(key)
+		d, _ := b.decided.Get(key)
 		switch {
 		case d == nil:
 			st = b.openStep(key, now, nil)
@@ -188,7 +192,7 @@ func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, ref spanRef, it
 				return
 			}
 			st = b.openStep(key, now, d)
-			b.markComplete(st)
+			b.open.MarkComplete(st)
 		}
 	}
 	b.report(st, id, worldSize, ref)
@@ -197,12 +201,12 @@ func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, ref spanRef, it
 
 // join holds a span in its open step, or makes it follow its step's decision.
 func (b *stragglerBuffer) join(id rankID, ref spanRef, iteration int64, t *tally) {
-	key := stepKey{group: id.group, iteration: iteration}
-	if st := b.openFor(key); st != nil {
+	key := steps.Step{Group: id.group, Iteration: iteration}
+	if st := b.open.Get(key); st != nil {
 		b.holdIn(st, id, ref, t)
 		return
 	}
-	d := b.decided.get(key)
+	d, _ := b.decided.Get(key)
 	if d == nil {
 		// Decided so long ago that the decision was evicted: dropped, as
 		// most ranks' steps are.
@@ -236,12 +240,12 @@ func (b *stragglerBuffer) holdIn(st *openStep, id rankID, ref spanRef, t *tally)
 	if !ref.chunk.observed {
 		rs.dropped = true
 	}
-	if b.waitSpans.Match(ref.span.Name()) {
+	if b.spans.IsWait(ref.span.Name()) {
 		rs.waits = append(rs.waits, spanInterval(ref.span))
-		st.observed++
+		st.Value.observed++
 		b.observed++
 	}
-	if st.prior != nil && !ref.ghost {
+	if st.Value.prior != nil && !ref.ghost {
 		t.lateSpans++
 		t.cacheHits++
 	}
@@ -262,13 +266,10 @@ func (b *stragglerBuffer) report(st *openStep, id rankID, worldSize int64, ref s
 	iv := spanInterval(ref.span)
 	if !rs.reported {
 		rs.reported = true
-		st.reported++
+		st.Value.reported++
 		rs.start, rs.end = iv.Start, iv.End
 	} else if iv.End-iv.Start > rs.end-rs.start {
 		rs.start, rs.end = iv.Start, iv.End
 	}
-	st.worldSize = max(st.worldSize, worldSize)
-	if st.worldSize > 0 && st.reported >= st.worldSize {
-		b.markComplete(st)
-	}
+	b.open.Report(st, worldSize, st.Value.reported)
 }

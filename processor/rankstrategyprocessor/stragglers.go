@@ -1,12 +1,13 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // stragglerBuffer holds the step subtrees of the ranks the strategy drops
@@ -27,34 +29,32 @@ import (
 // of. It is safe for concurrent use: ConsumeTraces from several receivers
 // and the decision ticker.
 //
-// The work is split by concern: this file receives spans and runs the
-// ticker; stepplace.go ties spans to steps; stepdecide.go scores and decides
-// steps; stepbudget.go releases spans and keeps within max_buffered_spans.
+// The step machinery (the table of open steps with its completion, expiry
+// and early decision, the decided-step FIFO, reading a rank, recognising
+// step and wait spans) is internal/steps'. This file receives spans and
+// runs the ticker; stepplace.go ties spans to steps through their parents;
+// stepdecide.go is the policy: which held ranks of a decided step to keep;
+// steplast.go keeps the last ranks to report; stepbudget.go releases spans
+// and keeps within max_buffered_spans.
 type stragglerBuffer struct {
-	wait          time.Duration
-	stepNames     []string
-	iterKey       string
-	waitSpans     stepbusy.Patterns
-	thresholds    stepbusy.Thresholds
-	maxHeld       int
-	rankKeys      []string
-	worldSizeKeys []string
-	selector      *rankSelector
-	seed          maphash.Seed
-	clk           clock.Clock
-	epoch         time.Time
-	logger        *zap.Logger
-	next          consumer.Traces
-	record        func(context.Context, *tally)
+	// wait is decision_wait, spanWait span_wait.
+	wait, spanWait time.Duration
+	spans          steps.Recognizer
+	thresholds     stepbusy.Thresholds
+	maxHeld        int
+	reader         *steps.Reader
+	clk            clock.Clock
+	epoch          time.Time
+	logger         *zap.Logger
+	next           consumer.Traces
+	record         func(context.Context, *tally)
 
 	mu        sync.Mutex
 	closed    bool
 	ranks     map[uint64]*rankState
 	spanSteps spanSteps
-	open      map[stepKey]*openStep
-	queue     []*openStep // open steps, oldest first; decided ones are skipped
-	complete  []*openStep // open steps every rank reported, decided at the next tick
-	decided   decisionCache
+	open      steps.Table[steps.Step, stepRanks]
+	decided   steps.Decided[steps.Step, *stepDecision]
 	history   *stepbusy.History[uint64]
 	out       keptOutput
 	// held counts the spans of every chunk that still has a span waiting;
@@ -70,8 +70,7 @@ type stragglerBuffer struct {
 	// rank step of the last step decided, so that one allocation fits.
 	rankStepHint int
 
-	// The step and rank step last looked up (openFor, rankIn).
-	lastOpen     *openStep
+	// The rank step last looked up (rankIn); the table remembers the step.
 	lastRankOf   *openStep
 	lastRank     int64
 	lastRankStep *rankStep
@@ -85,56 +84,46 @@ type stragglerBuffer struct {
 	loop *clock.Loop
 }
 
-func newStragglerBuffer(cfg *StragglersConfig, rankKeys, worldSizeKeys []string, selector *rankSelector, clk clock.Clock, logger *zap.Logger,
+func newStragglerBuffer(cfg *StragglersConfig, keys *steps.Keys, reader *steps.Reader, clk clock.Clock, logger *zap.Logger,
 	next consumer.Traces, record func(context.Context, *tally),
 ) (*stragglerBuffer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("stragglers: %w", err)
-	}
-	if len(rankKeys) == 0 {
+	if len(keys.RankKeys) == 0 {
 		return nil, errors.New("stragglers: rank_keys must list at least one attribute key, to tell the ranks of a step apart")
 	}
-	waits, err := stepbusy.ParsePatterns(cfg.WaitSpans)
+	recognizer, err := steps.NewRecognizer(cfg.Spans, cfg.WaitSpans)
 	if err != nil {
-		return nil, fmt.Errorf("stragglers: wait_spans: %w", err)
+		return nil, fmt.Errorf("stragglers: %w", err)
 	}
 	return &stragglerBuffer{
-		wait:          cfg.DecisionWait,
-		stepNames:     slices.Clone(cfg.StepSpanNames),
-		iterKey:       cfg.IterationAttribute,
-		waitSpans:     waits,
-		thresholds:    stepbusy.Thresholds{Relative: cfg.RelativeThreshold, Individual: cfg.IndividualThreshold, MaxRanks: cfg.MaxRanksPerStep},
-		maxHeld:       cfg.MaxBufferedSpans,
-		rankKeys:      rankKeys,
-		worldSizeKeys: worldSizeKeys,
-		selector:      selector,
-		seed:          maphash.MakeSeed(),
-		clk:           clk,
-		epoch:         clk.Now(),
-		logger:        logger,
-		next:          next,
-		record:        record,
-		ranks:         make(map[uint64]*rankState),
-		spanSteps:     newSpanSteps(max(cfg.MaxBufferedSpans, 1024)),
-		open:          make(map[stepKey]*openStep),
-		decided:       newDecisionCache(cfg.DecisionCacheSize),
-		history:       stepbusy.NewHistory[uint64](cfg.History, maxRememberedRanks),
-		out:           newKeptOutput(),
-		childHead:     make(map[spanKey]int32),
-		rankStepHint:  8,
+		wait:         cfg.DecisionWait,
+		spanWait:     cfg.Waits.Span(),
+		spans:        recognizer,
+		thresholds:   cfg.Thresholds(cfg.MaxRanksPerStep),
+		maxHeld:      cfg.MaxBufferedSpans,
+		reader:       reader,
+		clk:          clk,
+		epoch:        clk.Now(),
+		logger:       logger,
+		next:         next,
+		record:       record,
+		ranks:        make(map[uint64]*rankState),
+		spanSteps:    newSpanSteps(max(cfg.MaxBufferedSpans, 1024)),
+		open:         *steps.NewTable[steps.Step, stepRanks](cfg.DecisionWait),
+		decided:      *steps.NewDecided[steps.Step, *stepDecision](cfg.DecisionCacheSize),
+		history:      stepbusy.NewHistory[uint64](cfg.History, steps.MaxRememberedRanks),
+		out:          newKeptOutput(),
+		childHead:    make(map[spanKey]int32),
+		rankStepHint: 8,
 	}, nil
 }
-
-// maxRememberedRanks bounds the ranks whose recent busy times are kept for
-// the individual score (about twice this many; 20 steps each, ~200 bytes).
-const maxRememberedRanks = 65536
 
 // now is the buffer's monotonic time.
 func (b *stragglerBuffer) now() time.Duration { return b.clk.Now().Sub(b.epoch) }
 
 // start starts the decision ticker.
 func (b *stragglerBuffer) start() {
-	b.loop = clock.StartLoop(b.clk, clock.TickEvery(b.wait), func() { b.tick(context.Background()) })
+	// Often enough for the shorter of the two waits.
+	b.loop = clock.StartLoop(b.clk, clock.TickEvery(min(b.wait, b.spanWait)), func() { b.tick(context.Background()) })
 }
 
 // tick decides the steps that are complete or whose wait is over, drops the
@@ -177,27 +166,19 @@ func (b *stragglerBuffer) decideDue(t *tally) (ptrace.Traces, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	for _, st := range b.complete {
-		if !st.decided {
-			b.decide(st, decidedComplete, t)
-		}
-	}
-	clear(b.complete)
-	b.complete = b.complete[:0]
-	for st := b.oldestOpen(); st != nil && st.created+b.wait <= now; st = b.oldestOpen() {
-		b.decide(b.popOldest(), decidedAtWait, t)
-	}
-	if expired := b.expirePending(now-b.wait, t); expired > 0 && !b.stepSeen && !b.warnedNoStep {
+	b.open.Due(now, b.decider(t))
+	if expired := b.expirePending(now-b.spanWait, t); expired > 0 && !b.stepSeen && !b.warnedNoStep {
 		b.warnedNoStep = true
 		b.logger.Warn("no span named in stragglers::step_span_names with a usable stragglers::iteration_attribute has come from any rank yet, "+
-			"so the spans of dropped ranks are held for decision_wait and then dropped; logged once",
-			zap.Strings("step_span_names", b.stepNames),
-			zap.String("iteration_attribute", b.iterKey),
+			"so the spans of dropped ranks are held for span_wait and then dropped; logged once",
+			zap.Strings("step_span_names", b.spans.StepSpanNames()),
+			zap.String("iteration_attribute", b.spans.IterationAttribute()),
 			zap.Int("dropped_spans", expired),
 			zap.String("fix", "check stragglers::step_span_names and stragglers::iteration_attribute"))
 	}
-	if now-b.spanSteps.started >= b.wait {
-		b.spanSteps.rotate(now, len(b.spanSteps.cur))
+	// A span finds its parent's step for as long as either waits.
+	if now-b.spanSteps.started >= max(b.wait, b.spanWait) {
+		b.spanSteps.rotate(now)
 	}
 	b.forgetIdleRanks(now)
 	td, n := b.out.take()
@@ -209,12 +190,9 @@ func (b *stragglerBuffer) drain(t *tally) (ptrace.Traces, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
-	for st := b.oldestOpen(); st != nil; st = b.oldestOpen() {
-		b.decide(b.popOldest(), decidedAtShutdown, t)
-	}
-	b.complete = nil
+	b.open.Drain(b.decider(t))
 	b.expirePending(math.MaxInt64, t)
-	b.spanSteps = newSpanSteps(b.spanSteps.limit)
+	b.spanSteps = newSpanSteps(b.spanSteps.gen.Limit())
 	clear(b.ranks)
 	td, n := b.out.take()
 	t.held -= int64(n)
@@ -224,19 +202,11 @@ func (b *stragglerBuffer) drain(t *tally) (ptrace.Traces, int) {
 // identify reads the resource's rank, its run and group, and the world size
 // it reports (0 when none).
 func (b *stragglerBuffer) identify(attrs pcommon.Map) (rankID, int64, bool) {
-	rank, _, status := rankattr.Lookup(attrs, b.rankKeys)
+	id, status := b.reader.Read(attrs)
 	if status != rankattr.Valid {
 		return rankID{}, 0, false
 	}
-	group := b.selector.groupHash(attrs)
-	id := rankID{owner: maphash.Comparable(b.seed, [2]uint64{group, uint64(rank)}), group: group, rank: rank}
-	var worldSize int64
-	if len(b.worldSizeKeys) > 0 {
-		if size, _, status := rankattr.Lookup(attrs, b.worldSizeKeys); status == rankattr.Valid {
-			worldSize = size
-		}
-	}
-	return id, worldSize, true
+	return rankID{owner: b.reader.Owner(id.Rank), group: id.Group, rank: id.Rank.Rank}, id.WorldSize, true
 }
 
 // hold takes over the resource of a rank the strategy drops: its spans wait
@@ -288,7 +258,7 @@ func (b *stragglerBuffer) observeKept(rs ptrace.ResourceSpans, t *tally) {
 		return
 	}
 	skeleton := ptrace.NewTraces().ResourceSpans().AppendEmpty()
-	spans := skeletonOf(rs, skeleton, b.isStepName, b.iterKey)
+	spans := skeletonOf(rs, skeleton, b.spans.IsStep, b.spans.IterationAttribute())
 	if spans == 0 {
 		return
 	}
@@ -345,16 +315,4 @@ func (b *stragglerBuffer) placeChunk(id rankID, worldSize int64, chunk *heldChun
 	}
 	b.release(chunk, t)
 	b.enforceBudget(t)
-}
-
-func (b *stragglerBuffer) isStepName(name string) bool {
-	return slices.Contains(b.stepNames, name)
-}
-
-func (b *stragglerBuffer) iteration(s ptrace.Span) (int64, bool) {
-	v, ok := s.Attributes().Get(b.iterKey)
-	if !ok {
-		return 0, false
-	}
-	return rankattr.Parse(v)
 }

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -13,9 +16,9 @@ import (
 	"go.opentelemetry.io/collector/processor"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
-	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
 )
 
 // benchStragglerRun is the 1,000-rank run of the straggler benchmarks, its

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -14,7 +17,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 // With max_buffered_spans far below a run's volume, the oldest steps are
@@ -94,6 +97,27 @@ func TestStragglersWithoutStepSpans(t *testing.T) {
 	fields := warnings[0].ContextMap()
 	assert.Equal(t, []any{"megatron.step"}, fields["step_span_names"])
 	assert.Contains(t, fields["fix"], "stragglers::step_span_names")
+}
+
+// span_wait, not decision_wait, bounds how long a span waits for its step
+// span.
+func TestStragglersSpanWait(t *testing.T) {
+	h := newStragglerHarness(t, func(c *Config) {
+		sc := c.Stragglers.Get()
+		sc.StepSpanNames = []string{"megatron.step"}
+		sc.DecisionWait = time.Minute
+		sc.SpanWait = 2 * time.Second
+	}, nil)
+	run := newTrainingRun(4, nil)
+	sent := 0
+	for rank := range run.worldSize() {
+		h.consume(t, run.batch(rank, 1, endOrder...))
+		sent += len(endOrder)
+	}
+	h.clock.Advance(time.Second)
+	assert.Zero(t, h.items(t, false, reasonNotSelected), "within span_wait: still waiting")
+	h.clock.Advance(2 * time.Second)
+	assert.Equal(t, int64(sent-spansPerStep), h.items(t, false, reasonNotSelected), "span_wait is over, decision_wait is not")
 }
 
 // Shutdown decides what is pending at once and passes the kept spans on

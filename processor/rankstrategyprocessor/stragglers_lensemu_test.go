@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -10,9 +13,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
-	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 )
 
 // The emulator's synchronous job, as the SDK exported it, through the

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor
 
 import (
@@ -10,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 // score is busy-time ratio a/b rounded as the processor reports it.
@@ -100,7 +103,7 @@ func TestStragglersKeepSlowRankSteps(t *testing.T) {
 	b := h.p.stragglers
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	assert.Empty(t, b.open)
+	assert.Zero(t, b.open.Len())
 	assert.Zero(t, b.pendingSpans())
 	assert.Zero(t, b.held)
 	assert.Zero(t, b.observed)

@@ -1,8 +1,10 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
 	"fmt"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -10,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // reason says why items were kept or dropped. It is the `reason` attribute of
@@ -74,10 +77,12 @@ type rankSelector struct {
 	warnedWorldSize    atomic.Bool
 	warnedInvalidValue atomic.Bool
 
-	// worldSizes remembers, per run and group (keyed by a hash of the group
-	// attributes), the world size its last rank reported, for single_rank
-	// with export_rank -1 on resources that carry no world size themselves.
-	seed       maphash.Seed
+	// reader hashes a resource's run and group (steps.Reader), for
+	// worldSizes and for the straggler buffer, which reads ranks with it.
+	reader *steps.Reader
+	// worldSizes remembers, per run and group, the world size its last rank
+	// reported, for single_rank with export_rank -1 on resources that carry
+	// no world size themselves.
 	mu         sync.RWMutex
 	worldSizes map[uint64]int64
 }
@@ -92,7 +97,7 @@ func newRankSelector(cfg *Config, logger *zap.Logger) (*rankSelector, error) {
 		groupKeys:     cfg.GroupKeys,
 		dropMissing:   cfg.OnMissingRank == MissingRankDrop,
 		logger:        logger,
-		seed:          maphash.MakeSeed(),
+		reader:        steps.NewReader(cfg.RankKeys, cfg.WorldSizeKeys, cfg.GroupKeys),
 	}
 	switch cfg.Strategy {
 	case StrategySampled:
@@ -207,13 +212,8 @@ func (s *rankSelector) rememberWorldSize(group uint64, size int64) {
 
 // groupHash identifies a resource's run and group by hashing its group
 // attributes, without building a string key. The straggler buffer keys steps
-// and ranks with it too.
-func (s *rankSelector) groupHash(attrs pcommon.Map) uint64 {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	rankattr.HashGroup(&h, attrs, s.groupKeys)
-	return h.Sum64()
-}
+// and ranks with the same reader.
+func (s *rankSelector) groupHash(attrs pcommon.Map) uint64 { return s.reader.Group(attrs) }
 
 func (s *rankSelector) warnMissingWorldSize() {
 	if s.warnedWorldSize.CompareAndSwap(false, true) {

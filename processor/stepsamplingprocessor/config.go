@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
@@ -8,6 +11,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // Config configures the step_sampling processor.
@@ -36,22 +41,22 @@ type Config struct {
 	// unique within a run and worker group.
 	GroupKeys []string `mapstructure:"group_keys"`
 
-	// StepSpanNames are the names of the span covering one rank's step
-	// (Megatron-LM: megatron.train_step, or megatron.train.iteration in its
-	// newer span taxonomy), a trace root or a child of a run-long job span.
-	StepSpanNames []string `mapstructure:"step_span_names"`
+	// Spans: step_span_names, the span covering one rank's step (a trace
+	// root or a child of a run-long job span), and iteration_attribute.
+	steps.Spans `mapstructure:",squash"`
 
-	// IterationAttribute is the step span attribute holding the iteration
-	// number (an int or a decimal string).
-	IterationAttribute string `mapstructure:"iteration_attribute"`
-
-	// DecisionWait is the longest a span is held waiting for the step span
-	// that tells its step; then it is passed on undecided (kept).
-	DecisionWait time.Duration `mapstructure:"decision_wait"`
+	// SpanWait is the longest a span is held waiting for the step span that
+	// tells its step; then it is passed on undecided (kept).
+	SpanWait time.Duration `mapstructure:"span_wait"`
 
 	// MaxBufferedSpans bounds the spans held; beyond it the oldest are
 	// passed on undecided (kept).
 	MaxBufferedSpans int `mapstructure:"max_buffered_spans"`
+
+	// DecisionWait was renamed SpanWait: here it meant how long a span waits
+	// for its step span, and decision_wait now means how long a step stays
+	// open everywhere. Setting it fails at start naming span_wait.
+	DecisionWait any `mapstructure:"decision_wait"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -77,35 +82,15 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, errors.New("run_id_key must name the resource attribute holding the run id, e.g. nemo.run.id"))
 	}
 	errs = append(errs,
-		validateList("rank_keys", cfg.RankKeys, "nv.dl.rank, dl.rank"),
-		validateList("step_span_names", cfg.StepSpanNames, "megatron.train_step, megatron.train.iteration"))
-	for i, k := range cfg.GroupKeys {
-		if strings.TrimSpace(k) == "" {
-			errs = append(errs, fmt.Errorf("group_keys[%d] must not be empty; remove the entry", i))
-		}
-	}
-	if strings.TrimSpace(cfg.IterationAttribute) == "" {
-		errs = append(errs, errors.New("iteration_attribute must name the step span attribute holding the iteration, e.g. megatron.iteration"))
-	}
-	if cfg.DecisionWait <= 0 {
-		errs = append(errs, fmt.Errorf("decision_wait must be positive, e.g. 10s, got %s", cfg.DecisionWait))
-	}
+		steps.CheckKeys("rank_keys", cfg.RankKeys, true),
+		steps.CheckKeys("group_keys", cfg.GroupKeys, false),
+		cfg.Spans.Check(),
+		steps.RenamedToSpanWait(cfg.DecisionWait),
+		steps.CheckSpanWait(cfg.SpanWait))
 	if cfg.MaxBufferedSpans < 1 {
 		errs = append(errs, fmt.Errorf("max_buffered_spans must be at least 1, got %d", cfg.MaxBufferedSpans))
 	}
 	return errors.Join(errs...)
-}
-
-func validateList(key string, values []string, example string) error {
-	if len(values) == 0 {
-		return fmt.Errorf("%s must list at least one name, e.g. [%s]", key, example)
-	}
-	for i, v := range values {
-		if strings.TrimSpace(v) == "" {
-			return fmt.Errorf("%s[%d] must not be empty; remove the entry", key, i)
-		}
-	}
-	return nil
 }
 
 // keepsAll reports whether the configuration keeps every step, so that the

@@ -1,4 +1,12 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
+
+import (
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+)
 
 // rememberedExceptions is how many of a rank's most recent steps kept for an
 // error or as a straggler (outside the sample) are remembered.
@@ -14,24 +22,21 @@ type keptExceptions struct {
 // exceptionMemory remembers, per rank, the recent steps kept outside the
 // sample, so that a span of such a step arriving after its step was decided
 // is kept too. Steps in the sample need no memory: the sample is a function
-// of the run id and the iteration. Like stepbusy.Timeline it keeps at most
-// about 2 x limit ranks in two generations. Not safe for concurrent use.
+// of the run id and the iteration. It keeps at most about 2 x limit ranks.
+// Not safe for concurrent use.
 type exceptionMemory struct {
-	limit     int
-	cur, prev map[rankKey]*keptExceptions
+	ranks *stepbusy.Generations[steps.Rank, *keptExceptions]
 }
 
 func newExceptionMemory(limit int) *exceptionMemory {
-	return &exceptionMemory{limit: max(limit, 1), cur: make(map[rankKey]*keptExceptions), prev: make(map[rankKey]*keptExceptions)}
+	return &exceptionMemory{ranks: stepbusy.NewGenerations[steps.Rank, *keptExceptions](limit)}
 }
 
 // lookup says whether the rank's step was kept outside the sample, and why.
-func (m *exceptionMemory) lookup(rank rankKey, iteration int64) (keepReason, bool) {
-	k := m.cur[rank]
-	if k == nil {
-		if k = m.prev[rank]; k == nil {
-			return 0, false
-		}
+func (m *exceptionMemory) lookup(rank steps.Rank, iteration int64) (keepReason, bool) {
+	k, ok := m.ranks.Get(rank)
+	if !ok {
+		return 0, false
 	}
 	for i := range k.n {
 		if k.iterations[i] == iteration {
@@ -42,18 +47,11 @@ func (m *exceptionMemory) lookup(rank rankKey, iteration int64) (keepReason, boo
 }
 
 // remember notes that the rank's step was kept outside the sample.
-func (m *exceptionMemory) remember(rank rankKey, iteration int64, r keepReason) {
-	k := m.cur[rank]
-	if k == nil {
-		if k = m.prev[rank]; k != nil {
-			delete(m.prev, rank)
-		} else {
-			k = &keptExceptions{}
-		}
-		if len(m.cur) >= m.limit {
-			m.prev, m.cur = m.cur, make(map[rankKey]*keptExceptions, m.limit)
-		}
-		m.cur[rank] = k
+func (m *exceptionMemory) remember(rank steps.Rank, iteration int64, r keepReason) {
+	k, ok := m.ranks.Get(rank)
+	if !ok {
+		k = &keptExceptions{}
+		m.ranks.Put(rank, k)
 	}
 	for i := range k.n {
 		if k.iterations[i] == iteration {

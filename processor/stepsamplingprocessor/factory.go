@@ -1,9 +1,11 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
 	"context"
 	"slices"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -13,18 +15,15 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 
-// Defaults. decision_wait covers a step's duration plus an SDK export
-// interval (5s by default), the longest a child normally precedes its step
-// span; a span that waits longer is passed on, not lost. max_buffered_spans
-// holds ten seconds of a 100,000 spans/s job.
-const (
-	defaultDecisionWait     = 10 * time.Second
-	defaultMaxBufferedSpans = 1_000_000
-)
+// defaultMaxBufferedSpans holds ten seconds of a 100,000 spans/s job. The
+// default span_wait, steps.DefaultDecisionWait, covers a step's duration
+// plus an SDK export interval (5s by default), the longest a child normally
+// precedes its step span; a span that waits longer is passed on, not lost.
+const defaultMaxBufferedSpans = 1_000_000
 
 // NewFactory returns the factory for the step_sampling processor.
 func NewFactory() processor.Factory {
@@ -41,14 +40,13 @@ func NewFactory() processor.Factory {
 // steps apart.
 func createDefaultConfig() component.Config {
 	return &Config{
-		SampleRate:         1,
-		RunIDKey:           attrkey.RunID,
-		RankKeys:           slices.Clone(rankattr.DefaultRankKeys),
-		GroupKeys:          slices.Clone(rankattr.DefaultGroupKeys),
-		StepSpanNames:      stepbusy.DefaultStepSpanNames(),
-		IterationAttribute: stepbusy.DefaultIterationAttribute,
-		DecisionWait:       defaultDecisionWait,
-		MaxBufferedSpans:   defaultMaxBufferedSpans,
+		SampleRate:       1,
+		RunIDKey:         attrkey.RunID,
+		RankKeys:         slices.Clone(rankattr.DefaultRankKeys),
+		GroupKeys:        slices.Clone(rankattr.DefaultGroupKeys),
+		Spans:            steps.DefaultSpans(),
+		SpanWait:         steps.DefaultDecisionWait,
+		MaxBufferedSpans: defaultMaxBufferedSpans,
 	}
 }
 

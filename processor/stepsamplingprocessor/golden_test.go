@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor
 
 import (
@@ -6,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/goldentest"
 )
 
 func TestGoldenTraces(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
@@ -5,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // heldChunk is one resource's spans from one batch, moved out of the batch
@@ -43,13 +48,13 @@ type heldStore struct {
 	queue []*heldChunk
 	head  int
 	// byRank lists every held span of a rank, oldest first.
-	byRank map[rankKey]*rankHeld
+	byRank map[steps.Rank]*rankHeld
 	// count is the number of spans held, bounded by max_buffered_spans.
 	count int
 }
 
 func newHeldStore() heldStore {
-	return heldStore{byRank: make(map[rankKey]*rankHeld)}
+	return heldStore{byRank: make(map[steps.Rank]*rankHeld)}
 }
 
 // rankHeld is a rank's held spans. A rank's list outlives its spans until

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor
 
 import (
@@ -17,7 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadatatest"
 )
 
@@ -54,9 +57,9 @@ func points(kv ...any) []metricdata.DataPoint[int64] {
 	return out
 }
 
-func TestHeldSpansPassUndecidedAfterDecisionWait(t *testing.T) {
+func TestHeldSpansPassUndecidedAfterSpanWait(t *testing.T) {
 	cfg := sampledConfig(0.1)
-	cfg.DecisionWait = 2 * time.Second
+	cfg.SpanWait = 2 * time.Second
 	h, tel, logs := withTelemetry(t, cfg)
 	want := childrenOf(ranksOf(testRun, 1), 5)
 	in := ptrace.NewTraces()
@@ -166,7 +169,7 @@ func TestTelemetryCountsEverySpan(t *testing.T) {
 // expires.
 func TestHeldResourceExpiresWithoutItsKeptSpans(t *testing.T) {
 	cfg := sampledConfig(0.1)
-	cfg.DecisionWait = time.Second
+	cfg.SpanWait = time.Second
 	h := newHarness(t, cfg)
 	want := expectedKept(t)[0]
 	r := lensfixture.Rank{Run: testRun, Rank: 6}
@@ -214,7 +217,7 @@ func TestStepSpanInAnotherResourceOfTheBatch(t *testing.T) {
 
 func TestConcurrentBatchesAndTicks(t *testing.T) {
 	cfg := sampledConfig(0.1)
-	cfg.DecisionWait = 50 * time.Millisecond
+	cfg.SpanWait = 50 * time.Millisecond
 	h := newHarness(t, cfg)
 	done := make(chan struct{})
 	go func() {

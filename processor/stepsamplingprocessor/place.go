@@ -1,7 +1,9 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
-	"math"
 	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -9,8 +11,8 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
-	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 type placeKind uint8
@@ -28,15 +30,16 @@ type spanPlace struct {
 	step int32 // index in batch.steps, with placeInStep
 }
 
-type stepKey struct {
-	rank      rankKey
+// rankStepKey names one rank's step.
+type rankStepKey struct {
+	rank      steps.Rank
 	iteration int64
 }
 
 // rankStep is one rank's step with spans in the batch (or held spans
 // resolved in it), and its decision.
 type rankStep struct {
-	key            stepKey
+	key            rankStepKey
 	runID          string
 	err, straggler bool
 	keep           bool
@@ -60,18 +63,18 @@ type batch struct {
 	spans    []ptrace.Span
 	places   []spanPlace
 	steps    []rankStep
-	stepIdx  map[stepKey]int32
+	stepIdx  map[rankStepKey]int32
 	lastStep int32
 	// The spans of the batch whose step is not known so far: a list per
 	// rank, from its head (an index into spans) through next, -1 ending it.
-	pendingHead map[rankKey]int32
+	pendingHead map[steps.Rank]int32
 	pendingNext []int32
 	resolved    []resolvedRef
 	mover       pdatautil.SpanMover[*heldChunk]
 }
 
 func newBatch() *batch {
-	return &batch{stepIdx: make(map[stepKey]int32), pendingHead: make(map[rankKey]int32), mover: pdatautil.NewSpanMover[*heldChunk]()}
+	return &batch{stepIdx: make(map[rankStepKey]int32), pendingHead: make(map[steps.Rank]int32), mover: pdatautil.NewSpanMover[*heldChunk]()}
 }
 
 func (b *batch) reset() {
@@ -93,7 +96,7 @@ func (b *batch) reset() {
 // inStep ties a span to its rank step and notes whether the span makes the
 // step one that is always kept.
 func (b *batch) inStep(id rankIdentity, iteration int64, s ptrace.Span) spanPlace {
-	key := stepKey{rank: id.key, iteration: iteration}
+	key := rankStepKey{rank: id.key, iteration: iteration}
 	idx := b.lastStep
 	if idx < 0 || b.steps[idx].key != key {
 		var ok bool
@@ -148,17 +151,17 @@ func (p *stepSamplingProcessor) placeResource(id rankIdentity, rs ptrace.Resourc
 	seg := base
 	for f := base; f < len(b.spans); f++ {
 		s := b.spans[f]
-		if !p.isStepName(s.Name()) {
+		if !p.spans.IsStep(s.Name()) {
 			continue
 		}
-		iteration, ok := p.iteration(s)
+		iteration, ok := p.spans.Iteration(s)
 		if !ok {
 			// Not a usable step span: it passes as a span outside steps.
 			b.places[f] = spanPlace{kind: placeOutside}
 			continue
 		}
 		p.stepSeen = true
-		p.timeline.Add(id.key, iteration, nanos(s.StartTimestamp()), nanos(s.EndTimestamp()))
+		p.placer.AddStep(id.key, iteration, steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp()))
 		b.places[f] = b.inStep(id, iteration, s)
 		p.resolveRank(id, b)
 		for ; seg < f; seg++ {
@@ -181,7 +184,7 @@ func (p *stepSamplingProcessor) placeSpan(id rankIdentity, f int, b *batch) {
 		b.places[f] = spanPlace{kind: placeOutside}
 		return
 	}
-	iteration, where := p.timeline.Place(id.key, nanos(s.StartTimestamp()))
+	iteration, where := p.placer.Place(id.key, steps.Nanos(s.StartTimestamp()))
 	switch where {
 	case stepbusy.InStep:
 		b.places[f] = b.inStep(id, iteration, s)
@@ -205,7 +208,7 @@ func (p *stepSamplingProcessor) resolveRank(id rankIdentity, b *batch) {
 		left := rh.refs[:0]
 		for _, r := range rh.refs {
 			s := r.span()
-			iteration, where := p.timeline.Place(id.key, nanos(s.StartTimestamp()))
+			iteration, where := p.placer.Place(id.key, steps.Nanos(s.StartTimestamp()))
 			switch where {
 			case stepbusy.InStep:
 				b.resolved = append(b.resolved, resolvedRef{ref: r, place: b.inStep(r.chunk.id, iteration, s), held: true})
@@ -226,7 +229,7 @@ func (p *stepSamplingProcessor) resolveRank(id rankIdentity, b *batch) {
 	for f := head; f >= 0; {
 		next := b.pendingNext[f]
 		s := b.spans[f]
-		iteration, where := p.timeline.Place(id.key, nanos(s.StartTimestamp()))
+		iteration, where := p.placer.Place(id.key, steps.Nanos(s.StartTimestamp()))
 		switch where {
 		case stepbusy.InStep:
 			b.places[f] = b.inStep(id, iteration, s)
@@ -243,18 +246,6 @@ func (p *stepSamplingProcessor) resolveRank(id rankIdentity, b *batch) {
 	} else {
 		b.pendingHead[id.key] = left
 	}
-}
-
-func (p *stepSamplingProcessor) isStepName(name string) bool {
-	return slices.Contains(p.stepNames, name)
-}
-
-func (p *stepSamplingProcessor) iteration(s ptrace.Span) (int64, bool) {
-	v, ok := s.Attributes().Get(p.iterKey)
-	if !ok {
-		return 0, false
-	}
-	return rankattr.Parse(v)
 }
 
 // isError: status ERROR, or force-closed at shutdown (nemo.span.truncated).
@@ -284,5 +275,3 @@ func isTrue(v pcommon.Value) bool {
 		return false
 	}
 }
-
-func nanos(ts pcommon.Timestamp) int64 { return int64(min(uint64(ts), math.MaxInt64)) }

@@ -1,10 +1,11 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
-	"slices"
 	"sync"
 	"time"
 
@@ -16,26 +17,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
-
-// maxRememberedRanks bounds the ranks whose recent steps are remembered
-// (about twice this many).
-const maxRememberedRanks = 65536
 
 // stepSamplingProcessor keeps the sampled steps of every rank. It is safe
 // for concurrent use: ConsumeTraces from several receivers, and the ticker
 // that passes on held spans whose wait is over.
 //
 // This file receives batches and runs the ticker; place.go ties spans to
-// their steps; decide.go decides steps and carries the decisions out;
-// held.go keeps the spans that wait for their step span.
+// their steps through internal/steps' placer; decide.go decides steps (the
+// sample) and carries the decisions out; held.go keeps the spans that wait
+// for their step span.
 type stepSamplingProcessor struct {
 	keepAll   bool
 	sampler   *stepSampler
 	reader    rankReader
-	stepNames []string
-	iterKey   string
+	spans     steps.Recognizer
 	wait      time.Duration
 	maxHeld   int
 	clk       clock.Clock
@@ -46,7 +43,7 @@ type stepSamplingProcessor struct {
 
 	mu           sync.Mutex
 	closed       bool
-	timeline     *stepbusy.Timeline[rankKey]
+	placer       *steps.Placer[steps.Rank]
 	memory       *exceptionMemory
 	held         heldStore
 	scratch      *batch
@@ -60,30 +57,28 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("step_sampling: %w", err)
 	}
+	recognizer, err := steps.NewRecognizer(cfg.Spans, nil)
+	if err != nil {
+		return nil, fmt.Errorf("step_sampling: %w", err)
+	}
 	tel, err := newTelemetry(set.TelemetrySettings)
 	if err != nil {
 		return nil, fmt.Errorf("step_sampling: %w", err)
 	}
 	return &stepSamplingProcessor{
-		keepAll: cfg.keepsAll(),
-		sampler: newStepSampler(cfg),
-		reader: rankReader{
-			runIDKey:  cfg.RunIDKey,
-			rankKeys:  slices.Clone(cfg.RankKeys),
-			groupKeys: slices.Clone(cfg.GroupKeys),
-			seed:      maphash.MakeSeed(),
-		},
-		stepNames: slices.Clone(cfg.StepSpanNames),
-		iterKey:   cfg.IterationAttribute,
-		wait:      cfg.DecisionWait,
+		keepAll:   cfg.keepsAll(),
+		sampler:   newStepSampler(cfg),
+		reader:    newRankReader(cfg.RunIDKey, cfg.RankKeys, cfg.GroupKeys),
+		spans:     recognizer,
+		wait:      cfg.SpanWait,
 		maxHeld:   cfg.MaxBufferedSpans,
 		clk:       clk,
 		epoch:     clk.Now(),
 		logger:    set.Logger,
 		next:      next,
 		telemetry: tel,
-		timeline:  stepbusy.NewTimeline[rankKey](maxRememberedRanks),
-		memory:    newExceptionMemory(maxRememberedRanks),
+		placer:    steps.NewPlacer[steps.Rank](steps.MaxRememberedRanks),
+		memory:    newExceptionMemory(steps.MaxRememberedRanks),
 		held:      newHeldStore(),
 		scratch:   newBatch(),
 	}, nil
@@ -128,7 +123,7 @@ func (p *stepSamplingProcessor) start(context.Context, component.Host) error {
 	return nil
 }
 
-// tick passes on, undecided, the held spans whose decision_wait is over.
+// tick passes on, undecided, the held spans whose span_wait is over.
 func (p *stepSamplingProcessor) tick(ctx context.Context) {
 	var t tally
 	td := ptrace.NewTraces()
@@ -148,9 +143,9 @@ func (p *stepSamplingProcessor) tick(ctx context.Context) {
 	p.mu.Unlock()
 	if warn {
 		p.logger.Warn("no span named in step_span_names with a usable iteration_attribute has come yet, "+
-			"so spans are held for decision_wait and then passed on undecided; logged once",
-			zap.Strings("step_span_names", p.stepNames),
-			zap.String("iteration_attribute", p.iterKey),
+			"so spans are held for span_wait and then passed on undecided; logged once",
+			zap.Strings("step_span_names", p.spans.StepSpanNames()),
+			zap.String("iteration_attribute", p.spans.IterationAttribute()),
 			zap.Int64("spans", t.undecided[causeWaitExpired]),
 			zap.String("fix", "check step_span_names and iteration_attribute"))
 	}

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor
 
 import (
@@ -9,7 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor
 
 import (
@@ -11,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 // The run of most tests and the iterations of 0..39 its 10% sample keeps

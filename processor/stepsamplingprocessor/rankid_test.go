@@ -1,7 +1,9 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package stepsamplingprocessor
 
 import (
-	"hash/maphash"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,7 +11,7 @@ import (
 )
 
 func TestIdentify(t *testing.T) {
-	r := rankReader{runIDKey: "nemo.run.id", rankKeys: []string{"nv.dl.rank", "dl.rank"}, groupKeys: []string{"nemo.run.id", "rl.worker_group"}, seed: maphash.MakeSeed()}
+	r := newRankReader("nemo.run.id", []string{"nv.dl.rank", "dl.rank"}, []string{"nemo.run.id", "rl.worker_group"})
 	attrs := func(edit func(pcommon.Map)) pcommon.Map {
 		m := pcommon.NewMap()
 		edit(m)
@@ -27,11 +29,16 @@ func TestIdentify(t *testing.T) {
 		m.PutStr("rl.worker_group", "policy")
 	}))
 	assert.NotEqual(t, strRun.key, other.key, "ranks are numbered within a worker group")
-	assert.Equal(t, strRun.key.rank, other.key.rank)
+	assert.Equal(t, strRun.key.Rank, other.key.Rank)
 
 	assert.False(t, r.identify(attrs(func(m pcommon.Map) { m.PutStr("nemo.run.id", "x") })).ok, "no rank")
 	assert.False(t, r.identify(attrs(func(m pcommon.Map) { m.PutStr("dl.rank", "three") })).ok, "not a rank")
 	noRun := r.identify(attrs(func(m pcommon.Map) { m.PutInt("dl.rank", 1) }))
 	assert.True(t, noRun.ok)
 	assert.Empty(t, noRun.runID)
+
+	bySlurm := newRankReader("slurm.job.id", []string{"dl.rank"}, nil)
+	a := bySlurm.identify(attrs(func(m pcommon.Map) { m.PutStr("slurm.job.id", "1"); m.PutInt("dl.rank", 1) }))
+	b := bySlurm.identify(attrs(func(m pcommon.Map) { m.PutStr("slurm.job.id", "2"); m.PutInt("dl.rank", 1) }))
+	assert.NotEqual(t, a.key, b.key, "the run id tells processes apart even when group_keys does not list it")
 }

@@ -81,7 +81,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorStepSamplingSpansUndecided, err = builder.meter.Int64Counter(
 		"otelcol_processor_step_sampling_spans_undecided",
-		metric.WithDescription("Held spans passed on without a decision (kept), because decision_wait ended, max_buffered_spans was reached, or the collector shut down. [Alpha]"),
+		metric.WithDescription("Held spans passed on without a decision (kept), because span_wait ended, max_buffered_spans was reached, or the collector shut down. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

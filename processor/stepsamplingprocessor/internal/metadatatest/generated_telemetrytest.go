@@ -72,7 +72,7 @@ func AssertEqualProcessorStepSamplingSpansKept(t *testing.T, tt *componenttest.T
 func AssertEqualProcessorStepSamplingSpansUndecided(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_step_sampling_spans_undecided",
-		Description: "Held spans passed on without a decision (kept), because decision_wait ended, max_buffered_spans was reached, or the collector shut down. [Alpha]",
+		Description: "Held spans passed on without a decision (kept), because span_wait ended, max_buffered_spans was reached, or the collector shut down. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

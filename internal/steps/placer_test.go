@@ -1,0 +1,71 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package steps
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+func TestRecognizer(t *testing.T) {
+	r, err := NewRecognizer(DefaultSpans(), stepbusy.DefaultWaitSpans())
+	require.NoError(t, err)
+	assert.True(t, r.IsStep("megatron.train_step"))
+	assert.True(t, r.IsStep("megatron.train.iteration"))
+	assert.False(t, r.IsStep("megatron.forward_backward"))
+	assert.True(t, r.IsWait("megatron.grad_sync.start"))
+	assert.False(t, r.IsWait("megatron.p2p.send_forward"))
+
+	s := ptrace.NewSpan()
+	_, ok := r.Iteration(s)
+	assert.False(t, ok, "no iteration")
+	s.Attributes().PutStr("megatron.iteration", " 12 ")
+	it, ok := r.Iteration(s)
+	assert.True(t, ok)
+	assert.Equal(t, int64(12), it, "a decimal string counts")
+	s.Attributes().PutDouble("megatron.iteration", 1.5)
+	_, ok = r.Iteration(s)
+	assert.False(t, ok)
+
+	_, err = NewRecognizer(DefaultSpans(), []string{"a*b"})
+	assert.ErrorContains(t, err, "wait_spans: entry 0")
+}
+
+func TestPlacerWaitingSpansResolveWithTheirStep(t *testing.T) {
+	p := NewPlacer[int](16)
+	var w Waiting[string]
+	_, where := p.Place(1, 150)
+	require.Equal(t, stepbusy.Unknown, where)
+	assert.Equal(t, 0, w.Add("grad_sync", 150, 0, -time.Hour, 8))
+	assert.Equal(t, 0, w.Add("old", 50, 0, -time.Hour, 8))
+	assert.Equal(t, 0, w.Add("next step", 250, 0, -time.Hour, 8))
+
+	p.AddStep(1, 7, 100, 200)
+	assert.True(t, p.Seen(1, 7, 100, 200))
+	assert.False(t, p.Seen(1, 8, 100, 200))
+	placed, expired := Resolve(p, 1, &w, -time.Hour, nil)
+	assert.Equal(t, 0, expired)
+	assert.Equal(t, []Placed[string]{{"grad_sync", 7, stepbusy.InStep}, {"old", 0, stepbusy.Outside}}, placed)
+	assert.Equal(t, 1, w.Len(), "the next step's span keeps waiting")
+	placed, expired = Resolve(p, 1, &w, time.Second, placed[:0])
+	assert.Empty(t, placed)
+	assert.Equal(t, 1, expired)
+	assert.Equal(t, 0, w.Len())
+}
+
+func TestWaitingIsBounded(t *testing.T) {
+	var w Waiting[int]
+	for i := range 5 {
+		w.Add(i, 0, time.Duration(i), 0, 3)
+	}
+	assert.Equal(t, 3, w.Len(), "over the limit the oldest go")
+	assert.Equal(t, 3, w.Add(9, 0, 10, 9, 3), "arrived before 9: expired")
+	assert.Equal(t, 1, w.Clear())
+}
