@@ -14,9 +14,14 @@
 # Run:  docker run --rm -p 127.0.0.1:4317:4317 -p 127.0.0.1:4318:4318 \
 #         -v otel-data:/data otelcol-nemo:local                      (file preset)
 #       docker run ... otelcol-nemo:local --config=/etc/otel/collector-honeycomb.yaml
-# A host directory mounted at /data must be writable by uid 10001 and, for the
-# file preset, contain telemetry/:
-#       mkdir -p data/telemetry && sudo chown -R 10001:10001 data
+# A host directory mounted at /data must be writable by uid 10001 (the presets
+# create telemetry/ and queue/ in it):
+#       mkdir -p data && sudo chown 10001:10001 data
+# A config of your own (the NeMo Lens page's examples) runs as the page shows it:
+#       docker run --rm -p 127.0.0.1:4317:4317 -v $(pwd)/otel-collector.yaml:/etc/otel-collector.yaml \
+#         otelcol-nemo:local --config=/etc/otel-collector.yaml
+# its stock `file` exporter writing /var/log/otel/telemetry.jsonl (mount a
+# volume there to keep it).
 FROM scratch
 
 ARG VERSION=dev
@@ -43,6 +48,11 @@ COPY docker/context/etc-otel/ /etc/otel/
 # (initialised from the image) is writable.
 COPY --chown=10001:10001 docker/context/data/ /data/
 
+# /var/log/otel, writable by the collector's user: the NeMo Lens page's stock
+# `file` exporter examples write /var/log/otel/telemetry.jsonl, and a scratch
+# image has no /var/log at all (the exporter does not create directories).
+COPY --chown=10001:10001 docker/context/var-log-otel/ /var/log/otel/
+
 ENV OTELCOL_LISTEN_HOST=0.0.0.0 \
     NEMO_TELEMETRY_DIR=/data/telemetry \
     NEMO_QUEUE_DIR=/data/queue
@@ -51,7 +61,7 @@ USER 10001:10001
 VOLUME ["/data"]
 
 # OTLP gRPC, OTLP HTTP, health_check, the collector's own metrics, and the
-# Prometheus exporter of the fanout preset.
+# Prometheus exporter of the jaeger and fanout presets.
 EXPOSE 4317 4318 13133 8888 8889
 
 # No shell or curl in a scratch image: /healthcheck GETs

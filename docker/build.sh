@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The otelcol-nemo Authors
+# SPDX-License-Identifier: Apache-2.0
 # Builds the otelcol-nemo container image (what `make docker` runs).
 #
 # Stages the build context in docker/context/ (git-ignored):
@@ -11,6 +13,8 @@
 #   rootfs/etc/ssl/certs/ca-certificates.crt   this machine's CA bundle
 #   rootfs/tmp           an empty, world-writable /tmp
 #   data/telemetry, data/queue   the /data volume's layout (owned by 10001 in the image)
+#   var-log-otel         an empty /var/log/otel (owned by 10001): where the NeMo Lens
+#                        page's stock `file` exporter examples write
 # then builds the Dockerfile with the legacy builder (DOCKER_BUILDKIT=0: the
 # BuildKit client needs buildx, which is not installed here). FROM scratch:
 # nothing is pulled.
@@ -46,7 +50,7 @@ ls configs/*.yaml >/dev/null 2>&1 || die "no presets in configs/"
 
 start=$(date +%s)
 rm -rf "$CTX"
-mkdir -p "$CTX/etc-otel/configs/overlays" "$CTX/rootfs/etc/ssl/certs" "$CTX/rootfs/tmp" "$CTX/data/telemetry" "$CTX/data/queue"
+mkdir -p "$CTX/etc-otel/configs/overlays" "$CTX/rootfs/etc/ssl/certs" "$CTX/rootfs/tmp" "$CTX/data/telemetry" "$CTX/data/queue" "$CTX/var-log-otel"
 
 cp "$BIN" "$CTX/otelcol-nemo"
 chmod 0755 "$CTX/otelcol-nemo"
@@ -72,7 +76,7 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\notelcol:x:%d:%d:otelcol-nemo:/data:
 printf 'root:x:0:\notelcol:x:%d:\n' "$USER_ID" >"$CTX/rootfs/etc/group"
 chmod 0644 "$CTX/rootfs/etc/passwd" "$CTX/rootfs/etc/group"
 chmod 1777 "$CTX/rootfs/tmp"
-chmod 0750 "$CTX/data/telemetry" "$CTX/data/queue"
+chmod 0750 "$CTX/data/telemetry" "$CTX/data/queue" "$CTX/var-log-otel"
 
 CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
   go build -trimpath -ldflags='-s -w' -o "$CTX/healthcheck" ./docker/healthcheck

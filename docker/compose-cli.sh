@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The otelcol-nemo Authors
+# SPDX-License-Identifier: Apache-2.0
 # Makes sure the Docker Compose v2 CLI plugin (`docker compose`) is available.
 #
 # Debian packages only Compose v1 (`docker-compose`, which rejects the

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The otelcol-nemo Authors
+# SPDX-License-Identifier: Apache-2.0
 # End-to-end test of the container image and the compose files (what
 # `make docker-test` runs, from .ci/run as root).
 #

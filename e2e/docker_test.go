@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -17,10 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // The tests that run the image on a Docker daemon. They need the image and
@@ -309,6 +313,69 @@ func TestDockerImage(t *testing.T) {
 		}
 		checkOutput(t, filepath.Join(data, "telemetry"), sent, world)
 	})
+
+	t.Run("the NeMo Lens page's minimal config runs as the page shows it", func(t *testing.T) {
+		// The page's `docker run`: its otel-collector.yaml mounted at
+		// /etc/otel-collector.yaml, its stock file exporter writing
+		// /var/log/otel/telemetry.jsonl, its Jaeger (jaeger:4317) absent.
+		cfg := filepath.Join(t.TempDir(), "otel-collector.yaml")
+		if err := os.WriteFile(cfg, []byte(seedMinimalCollector), 0o644); err != nil { //nolint:gosec // read by the container's uid 10001
+			t.Fatal(err)
+		}
+		grpcPort, httpPort := testcollector.FreePort(t), testcollector.FreePort(t)
+		name := fmt.Sprintf("nemo-docker-page-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
+		mustDocker(t, nil, "run", "--detach", "--name", name, "--label", label,
+			"--publish", fmt.Sprintf("127.0.0.1:%d:4317", grpcPort),
+			"--publish", fmt.Sprintf("127.0.0.1:%d:4318", httpPort),
+			"--volume", cfg+":/etc/otel-collector.yaml:ro",
+			image, "--config=/etc/otel-collector.yaml")
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("container logs:\n%s", containerLogs(t, name))
+			}
+			if _, err := docker(t, nil, "rm", "--force", "--volumes", name); err != nil {
+				t.Errorf("remove container: %v", err)
+			}
+		})
+		// No health_check in the page's config: its ready line says it started.
+		waitFor(t, 90*time.Second, "the collector's ready line", func() bool {
+			return strings.Contains(containerLogs(t, name), "Everything is ready")
+		})
+		ranks := lensJob(fmt.Sprintf("127.0.0.1:%d", grpcPort), fmt.Sprintf("127.0.0.1:%d", httpPort), "docker-page", 2, 3)
+		for i := range ranks {
+			ranks[i].NoLogs = true // the page's config has no logs pipeline
+		}
+		sent := sendJob(t, ranks)
+		mustDocker(t, nil, "stop", "--time", "30", name)
+		if code := mustDocker(t, nil, "inspect", "--format", "{{.State.ExitCode}}", name); code != "0" {
+			t.Fatalf("collector exited with %s on SIGTERM:\n%s", code, containerLogs(t, name))
+		}
+		out := filepath.Join(t.TempDir(), "telemetry.jsonl")
+		mustDocker(t, nil, "cp", name+":/var/log/otel/telemetry.jsonl", out)
+		if got := stockFileSpans(t, out); int64(got) != sent.Spans {
+			t.Errorf("/var/log/otel/telemetry.jsonl holds %d spans, %d acknowledged", got, sent.Spans)
+		}
+	})
+}
+
+// stockFileSpans counts the spans in a stock `file` exporter's output: one
+// OTLP/JSON export request per line.
+func stockFileSpans(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spans int
+	var u ptrace.JSONUnmarshaler
+	for line := range strings.Lines(string(data)) {
+		td, err := u.UnmarshalTraces([]byte(line))
+		if err != nil {
+			t.Fatalf("%s: a line is not OTLP/JSON traces: %v", path, err)
+		}
+		spans += td.SpanCount()
+	}
+	return spans
 }
 
 // TestDockerCompose runs the collector service of docker-compose.otel.yml

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e runs the otelcol-nemo binary that `make build` produced with the
 // presets in configs/, fed by emulated NeMo Lens ranks, and checks what real
 // consumers read back.
@@ -11,8 +14,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // jobTimeout bounds every emulated job.
@@ -36,6 +39,7 @@ func testEnv(t *testing.T) map[string]string {
 		"GATEWAY_BEARER_TOKEN":  "test-gateway-token",
 		"OTLP_TLS_CERT_FILE":    "testdata/not-loaded-by-validate.crt",
 		"OTLP_TLS_KEY_FILE":     "testdata/not-loaded-by-validate.key",
+		"NEMO_S3_BUCKET":        "test-bucket", // configs/overlays/s3-archive.yaml; validate does not connect
 	}
 }
 

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -7,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // The NeMo Lens "Send Telemetry to a Backend" page, walked item by item: its
@@ -27,6 +30,41 @@ receivers:
         endpoint: 127.0.0.1:4318
 processors:
   batch:
+`
+
+// seedMinimalCollector is the page's "minimal configuration", as the page
+// gives it: TestDockerImage runs it in the image the way the page runs it.
+const seedMinimalCollector = `
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 0.0.0.0:4317
+      http:
+        endpoint: 0.0.0.0:4318
+processors:
+  batch:
+    timeout: 5s
+    send_batch_size: 1024
+exporters:
+  otlp/jaeger:
+    endpoint: jaeger:4317
+    tls:
+      insecure: true
+  prometheus:
+    endpoint: 0.0.0.0:8889
+  file:
+    path: /var/log/otel/telemetry.jsonl
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [otlp/jaeger, file]
+    metrics:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [prometheus]
 `
 
 var seedSnippets = []struct {
@@ -90,38 +128,7 @@ service:
 	},
 	{
 		name: "the minimal collector: Jaeger, Prometheus, file archive",
-		yaml: `
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 0.0.0.0:4317
-      http:
-        endpoint: 0.0.0.0:4318
-processors:
-  batch:
-    timeout: 5s
-    send_batch_size: 1024
-exporters:
-  otlp/jaeger:
-    endpoint: jaeger:4317
-    tls:
-      insecure: true
-  prometheus:
-    endpoint: 0.0.0.0:8889
-  file:
-    path: /var/log/otel/telemetry.jsonl
-service:
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [otlp/jaeger, file]
-    metrics:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [prometheus]
-`,
+		yaml: seedMinimalCollector,
 	},
 	{
 		name: "the useful processors, attached to a pipeline",
@@ -258,6 +265,32 @@ func TestSeedPagePaths(t *testing.T) {
 		}
 		if !strings.Contains(string(raw), "Not the NeMo Lens page's file of the same name") {
 			t.Errorf("%s does not say how it differs from the NeMo Lens page's file of the same name", f)
+		}
+	}
+}
+
+// TestValidateWarnsAboutMissingFileDirectory: the page's minimal config on a
+// machine without its directory passes validate (the directory may be a
+// volume mounted at start) but says why the start would fail and the fix;
+// with the directory there, nothing is said.
+func TestValidateWarnsAboutMissingFileDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		dir  string
+		warn bool
+	}{{filepath.Join(dir, "missing"), true}, {dir, false}} {
+		path := filepath.Join(t.TempDir(), "otel-collector.yaml")
+		yaml := strings.Replace(seedMinimalCollector, "/var/log/otel/telemetry.jsonl", filepath.Join(tc.dir, "telemetry.jsonl"), 1)
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := testcollector.Run(t, testEnv(t), "validate", "--config="+path)
+		if err != nil {
+			t.Fatalf("validate refused the page's minimal config: %v\n%s", err, out)
+		}
+		warned := strings.Contains(out, "the file exporter's directory does not exist") && strings.Contains(out, "create_directory: true")
+		if warned != tc.warn {
+			t.Errorf("directory %s: warned=%v, want %v:\n%s", tc.dir, warned, tc.warn, out)
 		}
 	}
 }

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command healthcheck is the container image's HEALTHCHECK: the image is
 // FROM scratch, so there is no shell, curl or wget to probe the collector with.
 // It GETs the collector's health_check extension and exits 0 when it answers
