@@ -11,6 +11,10 @@ TOOLS_DIR   := .tools
 BUILDER     := $(TOOLS_DIR)/builder
 MDATAGEN    := $(TOOLS_DIR)/mdatagen
 JAEGER      := $(TOOLS_DIR)/jaeger
+# versitygw, an S3 server over a directory: the real S3 peer of the
+# s3-archive overlay's e2e test. Pinned; one directory per version.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW   := $(TOOLS_DIR)/versitygw-$(VERSITYGW_VERSION)/versitygw
 # golangci-lint, pinned; one directory per version, so bumping the version
 # builds the new one on the next `make lint`.
 GOLANGCI_LINT_VERSION := v2.15.0
@@ -18,8 +22,12 @@ GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-li
 CONFIG      ?= configs/file.yaml
 export GOFLAGS ?= -buildvcs=false
 
-# Everything the binary is built from: a change to any of these rebuilds it, nothing else does.
-COMPONENT_SRC := $(shell find exporter processor connector confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' 2>/dev/null)
+# The Go sources the binary is built from: a change to one rebuilds it. Test
+# support is left out: internal/testing/ (`make lint` checks that the binary
+# links none of it) and mdatagen's internal/metadatatest packages.
+COMPONENT_SRC := $(shell find exporter processor connector confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' ! -path 'internal/testing/*' ! -path '*/internal/metadatatest/*' 2>/dev/null)
+# Our packages that builder-config.yaml puts in the binary, for that check.
+COMPONENT_PKGS := $(shell sed -n 's|^ *import: \(github.com/nemo-lens/otelcol-nemo/.*\)|\1|p' builder-config.yaml)
 METADATA      := $(shell find exporter processor connector -name metadata.yaml 2>/dev/null)
 GENERATED_DIRS := $(sort $(dir $(METADATA)))
 
@@ -49,6 +57,14 @@ $(GOLANGCI_LINT):
 .PHONY: jaeger
 jaeger: $(JAEGER) ## Build Jaeger v1.76.0 into .tools/jaeger (for the fanout e2e test)
 
+# versitygw from the module proxy with `go install` (its go.mod has no
+# replace directives; about 3 min cold on 2 cores).
+$(VERSITYGW):
+	GOBIN=$(abspath $(dir $(VERSITYGW))) CGO_ENABLED=0 $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+.PHONY: s3server
+s3server: $(VERSITYGW) ## Build versitygw $(VERSITYGW_VERSION) into .tools/ (the S3 server of the s3-archive e2e test)
+
 .PHONY: tools
 tools: $(BUILDER) $(MDATAGEN) $(GOLANGCI_LINT) ## Build the pinned ocb, mdatagen and golangci-lint into .tools/
 
@@ -66,7 +82,7 @@ run: $(BINARY) ## Build and run the collector on the default preset (CONFIG=conf
 # OTELCOL_NEMO_REQUIRE_BINARY: a missing binary fails the tests that need it;
 # a bare `go test ./...` skips them instead, naming `make build`.
 .PHONY: test
-test: $(BINARY) $(JAEGER) ## Run every test: unit, component and e2e against the built binary
+test: $(BINARY) $(JAEGER) $(VERSITYGW) ## Run every test: unit, component and e2e against the built binary
 	OTELCOL_NEMO_REQUIRE_BINARY=1 $(GO) test -count=1 -timeout 30m ./...
 
 # Every fuzz target, as package:Target. Their seed corpora live in each
@@ -92,14 +108,18 @@ fuzz: ## Run each fuzz target for FUZZTIME inputs (default 50000x)
 	done
 
 .PHONY: generate
-generate: $(MDATAGEN) ## Regenerate mdatagen code; fails if the committed files were stale
+generate: $(MDATAGEN) ## Regenerate mdatagen code and configs/*.yaml (from configs/src/); fails if the committed files were stale
 	@set -e; for d in $(GENERATED_DIRS); do (cd $$d && ../../$(MDATAGEN) metadata.yaml); done
-	@if ! git diff --quiet -- $(GENERATED_DIRS) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED_DIRS))" ]; then \
-		git status --short -- $(GENERATED_DIRS); \
+	cd internal/tools && $(GO) run ./presetgen -root ../..
+	@if ! git diff --quiet -- $(GENERATED_DIRS) configs || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED_DIRS) configs)" ]; then \
+		git status --short -- $(GENERATED_DIRS) configs; \
 		echo "generated files were stale: review and commit the changes above"; exit 1; fi
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint (pinned; contrib's rule set, .golangci.yml)
+lint: $(GOLANGCI_LINT) ## License headers, no test support in the binary, gofmt, go vet and golangci-lint (pinned; contrib's rule set, .golangci.yml)
+	.ci/license-headers.sh
+	@linked=$$($(GO) list -deps $(COMPONENT_PKGS) | grep -E 'otelcol-nemo/internal/testing/|/internal/metadatatest$$' || true); \
+		if [ -n "$$linked" ]; then echo "the binary links test-support packages (a package the binary needs is not test support: move it out of internal/testing/):"; echo "$$linked"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^_build/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bench measures the otelcol-nemo binary under NeMo Lens-shaped load.
 //
 //   - loadgen/ is the load generator (a command): requests marshaled once and

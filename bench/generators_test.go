@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -12,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // telemetrygenModule is the stock load generator, at the collector's release.

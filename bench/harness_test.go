@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -11,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
-	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // cpuSampler reads a process's CPU time every interval and keeps the busiest

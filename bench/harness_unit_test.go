@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -9,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
 )
 
 func TestProcReaders(t *testing.T) {

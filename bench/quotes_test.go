@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -11,7 +14,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // A doc that quotes a measured figure wraps it in a marker naming its cell:

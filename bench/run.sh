@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The otelcol-nemo Authors
+# SPDX-License-Identifier: Apache-2.0
 # Benchmarks of otelcol-nemo (`make bench`): the Go micro-benchmarks of every
 # package that has some (go test -bench, -count 6, summarised by benchstat),
 # then the system scenarios against the built binary (bench/scenarios_test.go

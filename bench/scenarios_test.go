@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -14,8 +17,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/procstat"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // Flags of a full run (go test ./bench -run TestScenarios -args -full ...);

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -20,7 +23,7 @@ import (
 	"github.com/distribution/reference"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // The container image and compose files (Dockerfile, docker-compose.*.yml,

@@ -1,6 +1,10 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -9,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // TestEndpointSchemeDecidesTLS: every gRPC endpoint variable of the presets
@@ -60,9 +64,7 @@ func TestEndpointSchemeDecidesTLS(t *testing.T) {
 			env[tc.variable] = tc.spell(sink.Addr)
 			env["SSL_CERT_FILE"] = filepath.Join(pki, "ca.crt") // the TLS receiver's CA, as the system's
 			env["PROMETHEUS_EXPORTER_PORT"] = strconv.Itoa(testcollector.FreePort(t))
-			for k, v := range tc.env {
-				env[k] = v
-			}
+			maps.Copy(env, tc.env)
 			c := testcollector.Start(t, testcollector.Config(t, tc.preset), testcollector.Options{Env: env})
 			t.Cleanup(func() {
 				if t.Failed() {
@@ -89,7 +91,7 @@ func TestEndpointSchemeDecidesTLS(t *testing.T) {
 }
 
 // TestPlaintextGatewayUnderAgentTLSRefused: with the agent-tls overlay
-// every gateway is dialled with TLS, so an http:// gateway contradicts it:
+// every gateway is dialed with TLS, so an http:// gateway contradicts it:
 // the start fails naming the endpoint and the fix, instead of every export
 // failing later.
 func TestPlaintextGatewayUnderAgentTLSRefused(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -9,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // TestFilePresetKeepsEverySignal sends traces, metrics and logs from eight

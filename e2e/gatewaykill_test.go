@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -15,8 +18,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // redeliveryTimeout bounds how long the agents may take to deliver what

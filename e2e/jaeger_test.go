@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -14,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // Jaeger v1.76.0 (built by `make jaeger`), the real OTLP backend of

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -18,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml" //nolint:depguard // k8s API types decode only via their JSON tags and unmarshalers (Quantity, IntOrString), which go.yaml.in/yaml ignores
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // The Kubernetes manifests in deploy/kubernetes/, checked offline: every

@@ -1,10 +1,13 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // TestNemoRunNeverMergesConcurrentBareJobs: two bare torchrun-style jobs of

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -17,8 +20,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
 )
 
 // telemetry is what the jsonl_file exporter wrote under a directory.

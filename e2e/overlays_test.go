@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -7,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // overlays are configs/overlays/*.yaml, each merged after a preset.

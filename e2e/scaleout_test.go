@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -13,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
-	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // The two-tier deployment on loopback: configs/agent.yaml in front of

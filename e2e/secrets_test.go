@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -12,8 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // TestAPIKeysNeverLeak runs the weave preset with zpages on and debug

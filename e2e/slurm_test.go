@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -14,14 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // TestSlurmJobs submits deploy/slurm/nemo-telemetry.sbatch, as committed, to
 // a real one-node SLURM cluster started here (munged, slurmctld, slurmd from
 // Debian's slurm-wlm and munge), with emulated NeMo Lens ranks
-// (internal/lensemu/cmd/lensrank) as the training command. Each rank writes
+// (internal/testing/lensemu/cmd/lensrank) as the training command. Each rank writes
 // what the collector acknowledged; the test compares it with the job's JSONL.
 func TestSlurmJobs(t *testing.T) {
 	requireSlurm(t)
@@ -228,7 +231,7 @@ func TestSlurmJobs(t *testing.T) {
 	})
 }
 
-// lensrankReport is what internal/lensemu/cmd/lensrank writes per rank.
+// lensrankReport is what internal/testing/lensemu/cmd/lensrank writes per rank.
 type lensrankReport struct {
 	JobID, RunID               string
 	Rank, LocalRank, WorldSize int

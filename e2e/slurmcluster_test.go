@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 // The one-node SLURM cluster that e2e/slurm_test.go submits its jobs to:
@@ -22,7 +25,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // requireSlurm skips the test when SLURM or munge is missing or the test does
@@ -65,7 +68,7 @@ func sbinPath(name string) (string, error) {
 // buildLensrank compiles the emulated rank into a temporary directory.
 func buildLensrank(t *testing.T) string {
 	t.Helper()
-	return testcollector.BuildTool(t, "./internal/lensemu/cmd/lensrank")
+	return testcollector.BuildTool(t, "./internal/testing/lensemu/cmd/lensrank")
 }
 
 // slurmCluster is a one-node cluster whose state lives in dir.

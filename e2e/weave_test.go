@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -7,9 +10,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/lensemu"
-	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
-	"github.com/nemo-lens/otelcol-nemo/internal/testcollector"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // TestWeavePreset runs configs/weave.yaml against a fake Weave that decodes

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -16,7 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 )
 
 // traceSink is an OTLP/gRPC backend that decodes every request, refuses

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command loadgen replays NeMo Lens-shaped OTLP load at an OpenTelemetry
 // Collector fast enough that the collector, not the generator, is measured.
 //

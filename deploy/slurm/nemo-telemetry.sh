@@ -1,3 +1,5 @@
+# Copyright The otelcol-nemo Authors
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Sourced by a SLURM job script (see nemo-telemetry.sbatch): runs one
 # otelcol-nemo per node of the job, beside the training step, and points the

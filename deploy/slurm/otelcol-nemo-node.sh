@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The otelcol-nemo Authors
+# SPDX-License-Identifier: Apache-2.0
 # One otelcol-nemo on this node for the current job: the task of the
 # collector step that nemo-telemetry.sh starts (srun, one task per node).
 #

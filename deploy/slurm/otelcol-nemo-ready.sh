@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright The otelcol-nemo Authors
+# SPDX-License-Identifier: Apache-2.0
 # Waits until this node's collector of the current job is healthy: the task
 # of the short step nemo-telemetry.sh runs on every node after starting the
 # collectors. otelcol-nemo-node.sh writes the ready file (the collector's pid)

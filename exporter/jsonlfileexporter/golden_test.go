@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package jsonlfileexporter
 
 import (
@@ -16,7 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/goldentest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/goldentest"
 )
 
 func traceID(s string) pcommon.TraceID {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package jsonlfileexporter
 
 import (
@@ -10,11 +13,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 // Batches shaped like what a Megatron-LM job sends through NeMo Lens
-// (internal/lensfixture): one resource per rank, the spans of its train
+// (internal/testing/lensfixture): one resource per rank, the spans of its train
 // steps, its training metrics and logs. On top of the fixture, every span,
 // data point and log record carries the attributes Megatron-LM adds (~20 per
 // span), so that the records are as large as real ones: the benchmarks

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:generate ../../.tools/mdatagen metadata.yaml
 
 // Package weaveexporter sends traces to W&B Weave over OTLP/HTTP (protobuf).

@@ -1,8 +1,10 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package weaveexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter"
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -17,18 +19,14 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter/internal/metadata"
 )
 
-// NewFactory returns the factory of the weave exporter.
-//
-// Weave ingests traces only. The factory still answers for metrics and logs,
-// with an error naming the alternatives: without it the collector would only
-// say "telemetry type is not supported".
+// NewFactory returns the factory of the weave exporter. Weave ingests traces
+// only, so the factory offers traces only: the collector refuses weave in a
+// metrics or logs pipeline at start, as for any traces-only exporter.
 func NewFactory() exporter.Factory {
 	return exporter.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
 		exporter.WithTraces(createTraces, metadata.TracesStability),
-		exporter.WithMetrics(createMetrics, component.StabilityLevelUndefined),
-		exporter.WithLogs(createLogs, component.StabilityLevelUndefined),
 	)
 }
 
@@ -64,14 +62,4 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 		exporterhelper.WithRetry(c.RetryConfig),
 		exporterhelper.WithQueue(c.QueueConfig),
 	)
-}
-
-func createMetrics(context.Context, exporter.Settings, component.Config) (exporter.Metrics, error) {
-	return nil, errors.New("the weave exporter takes traces only: W&B Weave ingests traces, not metrics; " +
-		"remove weave from the metrics pipeline and export metrics with prometheus, with otlp_http (e.g. to Honeycomb) or with jsonl_file")
-}
-
-func createLogs(context.Context, exporter.Settings, component.Config) (exporter.Logs, error) {
-	return nil, errors.New("the weave exporter takes traces only: W&B Weave ingests traces, not logs; " +
-		"remove weave from the logs pipeline and export logs with otlp_http (e.g. to Honeycomb) or with jsonl_file")
 }

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package weaveexporter
 
 import (
@@ -14,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/otelcol"
+	"go.opentelemetry.io/collector/pipeline"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/service/telemetry"
@@ -50,25 +54,18 @@ func TestExporterDoesNotMutate(t *testing.T) {
 	require.NoError(t, exp.Shutdown(t.Context()))
 }
 
-func TestMetricsAndLogsAreRefused(t *testing.T) {
+// Weave ingests traces only: the factory offers no metrics or logs exporter.
+func TestFactoryIsTracesOnly(t *testing.T) {
 	f := NewFactory()
+	assert.Equal(t, component.StabilityLevelUndefined, f.MetricsStability())
+	assert.Equal(t, component.StabilityLevelUndefined, f.LogsStability())
+
 	cfg := f.CreateDefaultConfig()
 	set := exportertest.NewNopSettings(metadata.Type)
-
 	_, err := f.CreateMetrics(t.Context(), set, cfg)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "W&B Weave ingests traces, not metrics")
-	for _, alt := range []string{"prometheus", "otlp_http (e.g. to Honeycomb)", "jsonl_file"} {
-		assert.Contains(t, err.Error(), alt)
-	}
-
+	require.ErrorIs(t, err, pipeline.ErrSignalNotSupported)
 	_, err = f.CreateLogs(t.Context(), set, cfg)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "W&B Weave ingests traces, not logs")
-	for _, alt := range []string{"otlp_http (e.g. to Honeycomb)", "jsonl_file"} {
-		assert.Contains(t, err.Error(), alt)
-	}
-	assert.NotContains(t, err.Error(), "prometheus", "prometheus takes no logs")
+	require.ErrorIs(t, err, pipeline.ErrSignalNotSupported)
 }
 
 // staticProvider serves one configuration under the "test" scheme.
@@ -109,13 +106,13 @@ func newCollector(t *testing.T, pipelines map[string]any) *otelcol.Collector {
 	return col
 }
 
-// The collector surfaces the factory's error when it validates and when it
-// starts, prefixed with the pipeline that holds weave.
+// The collector refuses weave outside a traces pipeline when it validates and
+// when it starts.
 func TestCollectorRefusesWeaveOutsideTraces(t *testing.T) {
 	traces := map[string]any{"receivers": []any{"nop"}, "exporters": []any{"weave"}}
 	for signal, want := range map[string]string{
-		"metrics": `failed to create "weave" exporter for data type "metrics": the weave exporter takes traces only: W&B Weave ingests traces, not metrics`,
-		"logs":    `failed to create "weave" exporter for data type "logs": the weave exporter takes traces only: W&B Weave ingests traces, not logs`,
+		"metrics": `failed to create "weave" exporter for data type "metrics": telemetry type is not supported`,
+		"logs":    `failed to create "weave" exporter for data type "logs": telemetry type is not supported`,
 	} {
 		t.Run(signal, func(t *testing.T) {
 			pipelines := map[string]any{"traces": traces, signal: traces}

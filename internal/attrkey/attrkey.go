@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package attrkey names the attributes (and the step span names) that more
 // than one place of this distribution reads or writes, so that each name is
 // spelled once. Standard names come from the OpenTelemetry semantic

@@ -1,9 +1,13 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package clock is the time source of the components that decide on a
-// ticker: rank_strategy's straggler buffer, step_sampling's held spans and
-// the nemo_steps connector. They take a Clock rather than calling time.Now
-// and time.NewTicker, so that the collector runs them on the wall clock
-// while tests drive the ticker themselves (see clocktest) and observe
-// decisions without sleeping.
+// ticker: rank_strategy's straggler buffer, step_sampling's held spans, the
+// nemo_steps connector and nemo_run's single-node grouping. They take a
+// Clock rather than calling time.Now and time.NewTicker, so that the
+// collector runs them on the wall clock while tests drive the ticker
+// themselves (see internal/testing/clocktest) and observe decisions without
+// sleeping.
 package clock // import "github.com/nemo-lens/otelcol-nemo/internal/clock"
 
 import "time"

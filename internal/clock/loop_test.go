@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package clock_test
 
 import (
@@ -7,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/internal/clock/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 )
 
 func TestTickEvery(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package envvarname parses the `scheme:NAME` URIs of our config providers
 // that read an environment variable, with the collector's rule for names.
 package envvarname // import "github.com/nemo-lens/otelcol-nemo/internal/envvarname"

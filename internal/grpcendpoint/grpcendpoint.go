@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package grpcendpoint reads an OTLP/gRPC endpoint the way the OpenTelemetry
 // SDKs read OTEL_EXPORTER_OTLP_ENDPOINT: host:port, or an http(s) URL whose
 // scheme says whether the connection uses TLS (http:// no, https:// yes). A

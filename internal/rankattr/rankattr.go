@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rankattr reads a training process's rank identity (rank, world size,
 // local rank) from resource attributes.
 //

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ratelog keeps a recurring log message from flooding the log: a
 // misconfigured sender repeats its mistake in every batch, and one line per
 // interval says as much as one per batch.

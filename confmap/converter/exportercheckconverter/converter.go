@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exportercheckconverter refuses, when a config is loaded (so both
 // `otelcol-nemo validate` and the start fail), exporter settings that the
 // collector accepts but that can never deliver anything:

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package grpcendpointprovider provides the `grpcendpoint` config scheme:
 // `${grpcendpoint:NAME}` (or `${grpcendpoint:NAME:-DEFAULT}`) reads the
 // environment variable NAME, an endpoint written for any OTLP protocol

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package grpcinsecureprovider provides the `grpcinsecure` config scheme:
 // `${grpcinsecure:ENDPOINT:INSECURE}` expands to the `tls.insecure` an
 // otlp_grpc exporter needs for the endpoint in the environment variable

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otlpheadersprovider provides the `otlpheaders` config scheme:
 // `${otlpheaders:NAME}` reads the environment variable NAME in the format of
 // the OpenTelemetry SDK's OTEL_EXPORTER_OTLP_HEADERS

@@ -1,3 +1,6 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package requiredenvprovider provides the `required` config scheme:
 // `${required:NAME}` expands to the environment variable NAME, like
 // `${env:NAME}`, but fails the collector's start (and `otelcol-nemo validate`)
