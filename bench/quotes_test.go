@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
@@ -87,7 +88,7 @@ func reportCells(text string) (map[string]string, error) {
 			case len(f) == 0:
 			case f[0] == "│":
 				unit = f[len(f)-2] // the last header line of a block is the unit
-			case len(f) >= 2 && unicode.IsLetter([]rune(f[0])[0]) && !strings.HasSuffix(f[0], ":") && f[0] != "geomean":
+			case len(f) >= 2 && startsWithLetter(f[0]) && !strings.HasSuffix(f[0], ":") && f[0] != "geomean":
 				cells["micro "+gomaxprocsRE.ReplaceAllString(f[0], "")+" "+unit] = f[1]
 			}
 		}
@@ -290,12 +291,12 @@ func TestCheckQuotes(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			write("docs/bad.md", tc.doc+"\n")
-			problems, err := checkQuotes(root, false)
-			if err != nil {
-				t.Fatal(err)
+			found, qerr := checkQuotes(root, false)
+			if qerr != nil {
+				t.Fatal(qerr)
 			}
-			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) {
-				t.Errorf("problems %q, want one containing %q", problems, tc.want)
+			if len(found) != 1 || !strings.Contains(found[0], tc.want) {
+				t.Errorf("problems %q, want one containing %q", found, tc.want)
 			}
 		})
 	}
@@ -316,4 +317,9 @@ func TestCheckQuotes(t *testing.T) {
 	if want := "at <!-- bench:100k/s preset peak_rss_mib -->309<!-- /bench --> MiB and <!-- bench:bench/runs/old.md 100k/s preset cores_avg -->0.41<!-- /bench --> cores\n"; string(b) != want {
 		t.Errorf("rewritten doc\n%s\nwant\n%s", b, want)
 	}
+}
+
+func startsWithLetter(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLetter(r)
 }

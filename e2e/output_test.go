@@ -40,9 +40,13 @@ type telemetry struct {
 	// SpanRecords holds every span record, for tests that look at more.
 	SpanRecords []record
 	// StepPoints holds the nemo_steps connector's data points (metrics named
-	// nemo.step.*). They are what the collector derived, not what a rank
-	// sent, so they are counted in none of the above.
+	// nemo.step.*, and its stall gauges nemo.run.* and nemo.rank.*). They are
+	// what the collector derived, not what a rank sent, so they are counted
+	// in none of the above.
 	StepPoints []record
+	// StallRecords holds the nemo_steps connector's stall records
+	// (nemo.run.stalled, nemo.run.resumed), likewise counted in none.
+	StallRecords []record
 }
 
 // record is one JSONL line, decoded.
@@ -81,6 +85,12 @@ func (r record) rank() int64 {
 
 // stepPointPrefix starts the JSONL line of a nemo_steps data point.
 var stepPointPrefix = []byte(`{"name":"nemo.step.`)
+
+// stallPointPrefix and behindPointPrefix start the lines of its stall gauges.
+var (
+	stallPointPrefix  = []byte(`{"name":"nemo.run.`)
+	behindPointPrefix = []byte(`{"name":"nemo.rank.`)
+)
 
 // signalFile is the name of the file a (possibly rotated, possibly
 // compressed) output file belongs to: traces-2026-12-01T11-57-50.813.jsonl
@@ -141,12 +151,16 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 					got.ErrorSpans = append(got.ErrorSpans, fmt.Sprintf("%d/%s", rec.rank(), rec.str("name")))
 				}
 			case "metrics.jsonl":
-				if bytes.HasPrefix(line, stepPointPrefix) {
+				if bytes.HasPrefix(line, stepPointPrefix) || bytes.HasPrefix(line, stallPointPrefix) || bytes.HasPrefix(line, behindPointPrefix) {
 					got.StepPoints = append(got.StepPoints, rec)
 					return
 				}
 				n.DataPoints = 1
 			case "logs.jsonl":
+				if ev, _ := rec.attributes()["event.name"].(string); strings.HasPrefix(ev, "nemo.run.") {
+					got.StallRecords = append(got.StallRecords, rec)
+					return
+				}
 				n.LogRecords = 1
 				got.Severities[fmt.Sprintf("%d/%s", rec.rank(), rec.str("severity_text"))]++
 			default:

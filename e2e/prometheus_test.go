@@ -270,7 +270,7 @@ func rulesWithoutHold(t *testing.T, path string) string {
 			Rules []map[string]any `yaml:"rules"`
 		} `yaml:"groups"`
 	}
-	if err := yaml.Unmarshal(raw, &file); err != nil {
+	if err = yaml.Unmarshal(raw, &file); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	for _, g := range file.Groups {

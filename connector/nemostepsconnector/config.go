@@ -39,6 +39,11 @@ type Config struct {
 	// value of each step metric instead of one point per rank per step.
 	Interval time.Duration `mapstructure:"interval"`
 
+	// Stalls: when a run counts as stalled (no rank completed a step for
+	// longer than max(min_stall, stall_factor x the run's median step
+	// duration over its last 20 steps), and which spans end a rank's run.
+	Stalls StallsConfig `mapstructure:",squash"`
+
 	// MaxOpenRankSteps bounds the rank steps (one rank's step span, with
 	// its wait intervals) held in steps not decided yet. When it is reached
 	// the oldest open step is decided early with the ranks it has.
@@ -48,12 +53,36 @@ type Config struct {
 	_ struct{}
 }
 
+// StallsConfig configures the stall detector (stalls.go).
+type StallsConfig struct {
+	// MinStall is the shortest silence (no rank of a run completing a
+	// step) that makes the run stalled.
+	MinStall time.Duration `mapstructure:"min_stall"`
+	// StallFactor times the run's median step duration is the silence that
+	// makes it stalled, when longer than min_stall.
+	StallFactor float64 `mapstructure:"stall_factor"`
+	// JobSpanNames are the run-long spans of a rank: once every rank's has
+	// ended, the run is over and cannot stall.
+	JobSpanNames []string `mapstructure:"job_span_names"`
+}
+
+func (s *StallsConfig) check() error {
+	var errs []error
+	if s.MinStall <= 0 {
+		errs = append(errs, fmt.Errorf("min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s), got %s", s.MinStall))
+	}
+	if s.StallFactor < 0 {
+		errs = append(errs, fmt.Errorf("stall_factor must be 0 or more (a stall is longer than stall_factor x the median step), got %g", s.StallFactor))
+	}
+	return errors.Join(errs...)
+}
+
 var _ component.Config = (*Config)(nil)
 
 // Validate checks the configuration; every error names the key and says
 // what would be accepted.
 func (cfg *Config) Validate() error {
-	errs := []error{cfg.Settings.Check(), cfg.Waits.Check(), cfg.Keys.Check(steps.Need{Rank: true})}
+	errs := []error{cfg.Settings.Check(), cfg.Waits.Check(), cfg.Keys.Check(steps.Need{Rank: true}), cfg.Stalls.check()}
 	if cfg.Interval < 0 {
 		errs = append(errs, fmt.Errorf("interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long), got %s", cfg.Interval))
 	}

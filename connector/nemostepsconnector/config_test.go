@@ -41,6 +41,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 			},
 			Waits:            steps.Waits{DecisionWait: 10 * time.Second},
+			Stalls:           StallsConfig{MinStall: time.Minute, StallFactor: 10, JobSpanNames: []string{"megatron.pretrain", "megatron.train", "workload"}},
 			MaxOpenRankSteps: 1_000_000,
 			Keys: steps.Keys{
 				RankKeys:      []string{"nv.dl.rank", "dl.rank"},
@@ -63,6 +64,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 			},
 			Waits:            steps.Waits{DecisionWait: 30 * time.Second, SpanWait: 20 * time.Second},
+			Stalls:           StallsConfig{MinStall: 2 * time.Minute, StallFactor: 5, JobSpanNames: []string{"nemo_rl.run"}},
 			Interval:         15 * time.Second,
 			MaxOpenRankSteps: 200_000,
 			Keys: steps.Keys{
@@ -85,6 +87,7 @@ func TestLoadConfig(t *testing.T) {
 		{name: "no_rank_keys", wantErr: "rank_keys must list at least one attribute key, e.g. [nv.dl.rank, dl.rank]"},
 		{name: "bad_limits", wantErr: "history must be at least 1 step, got 0\nmax_open_rank_steps must be at least 1, got 0"},
 		{name: "empty_iteration_attribute", wantErr: "iteration_attribute must not be empty; the default is megatron.iteration"},
+		{name: "bad_stall", wantErr: "min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s), got 0s\nstall_factor must be 0 or more (a stall is longer than stall_factor x the median step), got -1"},
 	}
 	for _, tt := range tests {
 		id := component.NewIDWithName(metadata.Type, tt.name)

@@ -13,10 +13,12 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -52,8 +54,12 @@ type stepsConnector struct {
 	clk        clock.Clock
 	epoch      time.Time
 	logger     *zap.Logger
-	next       consumer.Metrics
-	tel        *telemetry
+	// next gets the step metrics and stall gauges, nextLogs the stall
+	// records; either may be nil (its signal pair is not in a pipeline).
+	next     consumer.Metrics
+	nextLogs consumer.Logs
+	tel      *telemetry
+	jobSpans []string
 
 	mu            sync.Mutex
 	closed        bool
@@ -69,6 +75,10 @@ type stepsConnector struct {
 	out           *pointWriter
 	scores        []stepbusy.Score                  // scratch, used under mu
 	placed        []steps.Placed[stepbusy.Interval] // scratch, used under mu
+	// stalls finds stalled runs (stalls.go); runLabels are each run's
+	// labels, for its records and gauges.
+	stalls    *stall.Detector
+	runLabels *stepbusy.Generations[uint64, *rankLabels]
 
 	loop *clock.Loop
 }
@@ -91,7 +101,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		spans:      recognizer,
 		thresholds: cfg.Thresholds(0),
 		wait:       cfg.DecisionWait,
-		spanWait:   cfg.Waits.Span(),
+		spanWait:   cfg.Span(),
 		interval:   cfg.Interval,
 		maxOpen:    cfg.MaxOpenRankSteps,
 		id:         newIdentity(cfg),
@@ -108,6 +118,12 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		runs:       stepbusy.NewGenerations[uint64, *runCount](maxRememberedRuns),
 		aggs:       make(map[steps.Rank]*rankAgg),
 		out:        newPointWriter(),
+		jobSpans:   cfg.Stalls.JobSpanNames,
+		stalls: stall.New(stall.Config{
+			MinStall: cfg.Stalls.MinStall, Factor: cfg.Stalls.StallFactor,
+			WarmupSteps: stall.DefaultWarmupSteps, History: stall.DefaultHistory,
+		}, 0),
+		runLabels: stepbusy.NewGenerations[uint64, *rankLabels](maxRememberedRuns),
 	}, nil
 }
 
@@ -150,14 +166,17 @@ func (c *stepsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) er
 }
 
 // tick decides the steps that are complete or whose wait is over, flushes
-// the interval when it is over, and sends the points.
+// the interval when it is over, judges the runs for stalls, and sends the
+// points and the stall records.
 func (c *stepsConnector) tick(ctx context.Context) {
 	var t tally
-	_ = c.send(ctx, c.decideDue(&t), &t)
+	batches, logs := c.decideDue(&t)
+	_ = c.send(ctx, batches, &t)
+	c.sendLogs(ctx, logs)
 	c.tel.record(ctx, &t)
 }
 
-func (c *stepsConnector) decideDue(t *tally) []batch {
+func (c *stepsConnector) decideDue(t *tally) ([]batch, plog.Logs) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -166,7 +185,19 @@ func (c *stepsConnector) decideDue(t *tally) []batch {
 		c.flush()
 		c.lastFlush = now
 	}
-	return c.out.take()
+	logs := c.checkStalls(t)
+	return c.out.take(), logs
+}
+
+// sendLogs passes the stall records on; a refusal is logged (the records
+// are also in the collector's own log).
+func (c *stepsConnector) sendLogs(ctx context.Context, logs plog.Logs) {
+	if c.nextLogs == nil || logs == (plog.Logs{}) || logs.LogRecordCount() == 0 {
+		return
+	}
+	if err := c.nextLogs.ConsumeLogs(ctx, logs); err != nil {
+		c.logger.Error("the next consumer refused stall records", zap.Int("log_records", logs.LogRecordCount()), zap.Error(err))
+	}
 }
 
 // Shutdown stops the ticker, decides every open step with the ranks it
@@ -201,6 +232,9 @@ func (c *stepsConnector) drain(t *tally) []batch {
 }
 
 func (c *stepsConnector) send(ctx context.Context, batches []batch, t *tally) error {
+	if c.next == nil {
+		return nil // only the stall records' half is in a pipeline
+	}
 	var errs []error
 	for _, b := range batches {
 		if err := c.next.ConsumeMetrics(ctx, b.md); err != nil {

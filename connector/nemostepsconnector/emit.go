@@ -38,9 +38,21 @@ const (
 type metricID int
 
 const (
-	idStragglers = metricID(numGauges * numVariants)
-	numMetricIDs = idStragglers + 1
+	idStragglers = metricID(numGauges*numVariants) + iota
+	// The stall gauges (stalls.go).
+	idRunStalled
+	idRunStallDuration
+	idRankBehind
+	numMetricIDs
 )
+
+// stallDescs describe the stall gauges. Units in braces only: the
+// Prometheus exporter adds no suffix for them (a "1" would add _ratio).
+var stallDescs = map[metricID]metricDesc{
+	idRunStalled:       {"nemo.run.stalled", "{run}", "1 while no rank of the run has completed a step for longer than max(min_stall, stall_factor x its median step), 0 when a step completes again."},
+	idRunStallDuration: {"nemo.run.stall_duration", "s", "How long the stalled run has gone without a completed step."},
+	idRankBehind:       {"nemo.rank.behind", "{rank}", "1 for each rank a stall names as behind (lagging the others in the iteration that did not complete), 0 when the run resumes."},
+}
 
 func gaugeID(g, variant int) metricID { return metricID(g*numVariants + variant) }
 
@@ -133,7 +145,12 @@ func (r *resourceMetrics) metric(id metricID) pmetric.Metric {
 		return r.byID[id]
 	}
 	m := r.metrics.AppendEmpty()
-	if id == idStragglers {
+	if d, ok := stallDescs[id]; ok {
+		m.SetName(d.name)
+		m.SetUnit(d.unit)
+		m.SetDescription(d.description)
+		m.SetEmptyGauge()
+	} else if id == idStragglers {
 		m.SetName(stragglersDesc.name)
 		m.SetUnit(stragglersDesc.unit)
 		m.SetDescription(stragglersDesc.description)
@@ -160,6 +177,16 @@ func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
 	attrs.EnsureCapacity(len(l.group) + len(l.node))
 	putLabels(attrs, l.group)
 	putLabels(attrs, l.node)
+	w.added()
+}
+
+// runGauge adds one run's stall point, with its group labels and the kind.
+func (w *pointWriter) runGauge(id metricID, l *rankLabels, ts int64, v float64, kind string) {
+	dp := w.resource(l.service, l.group).metric(id).Gauge().DataPoints().AppendEmpty()
+	dp.SetTimestamp(pcommon.Timestamp(ts))
+	dp.SetDoubleValue(v)
+	putLabels(dp.Attributes(), l.group)
+	dp.Attributes().PutStr(attrStallKind, kind)
 	w.added()
 }
 

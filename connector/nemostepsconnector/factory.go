@@ -12,6 +12,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
@@ -20,24 +21,49 @@ import (
 // 160 MB at the ~160 bytes per open rank step README.md gives.
 const defaultMaxOpenRankSteps = 1_000_000
 
-// NewFactory returns the factory for the nemo_steps connector.
+// NewFactory returns the factory for the nemo_steps connector: traces to
+// metrics (the step metrics and the stall gauges) and traces to logs (the
+// stall records). Both signal pairs of one nemo_steps id share one
+// connector (shared.go).
 func NewFactory() connector.Factory {
+	instances := newSharedConnectors()
 	return connector.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
-		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability),
+		connector.WithTracesToMetrics(instances.createTracesToMetrics, metadata.TracesToMetricsStability),
+		connector.WithTracesToLogs(instances.createTracesToLogs, metadata.TracesToLogsStability),
 	)
 }
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		Settings:         steps.DefaultSettings(),
-		Waits:            steps.DefaultWaits(),
-		Keys:             steps.DefaultKeys(),
+		Settings: steps.DefaultSettings(),
+		Waits:    steps.DefaultWaits(),
+		Keys:     steps.DefaultKeys(),
+		Stalls: StallsConfig{
+			MinStall:     stall.DefaultMinStall,
+			StallFactor:  stall.DefaultFactor,
+			JobSpanNames: defaultJobSpanNames(),
+		},
 		MaxOpenRankSteps: defaultMaxOpenRankSteps,
 	}
 }
 
-func createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
-	return newConnector(set, cfg.(*Config), next, clock.Wall())
+// defaultJobSpanNames are Megatron-LM's run-long spans (both taxonomies)
+// and NeMo Lens's workload span.
+func defaultJobSpanNames() []string {
+	return []string{"megatron.pretrain", "megatron.train", "workload"}
+}
+
+func (s *sharedConnectors) createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
+	return s.get(set, cfg.(*Config), func(c *stepsConnector) { c.next = next })
+}
+
+func (s *sharedConnectors) createTracesToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
+	return s.get(set, cfg.(*Config), func(c *stepsConnector) { c.nextLogs = next })
+}
+
+// newConnectorWall is newConnector on the wall clock.
+func newConnectorWall(set connector.Settings, cfg *Config) (*stepsConnector, error) {
+	return newConnector(set, cfg, nil, clock.Wall())
 }

@@ -34,6 +34,9 @@ type resourceRank struct {
 	steps.Identity
 	attrs pcommon.Map
 	state *rankState
+	// host and process, read at its first span the stall detector reads.
+	procRead      bool
+	host, process string
 }
 
 // recordResource notes the step and wait spans of one resource; every other
@@ -47,7 +50,8 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 			s := spans.At(j)
 			name := s.Name()
 			isStep := c.spans.IsStep(name)
-			if !isStep && !c.spans.IsWait(name) {
+			isWait := !isStep && c.spans.IsWait(name)
+			if !isStep && !isWait && !c.stallRelevant(name) {
 				continue
 			}
 			if !r.identified {
@@ -55,14 +59,18 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 				r.Identity, r.reason = c.id.rankOf(r.attrs)
 			}
 			if r.reason != skipNone {
-				t.skipped[r.reason]++
+				if isStep || isWait {
+					t.skipped[r.reason]++
+				}
 				continue
 			}
-			if isStep {
+			switch {
+			case isStep:
 				c.recordStep(&r, s, now, t)
-			} else {
+			case isWait:
 				c.recordWait(&r, s, now, t)
 			}
+			c.recordProgress(&r, s, name, isStep)
 		}
 	}
 }

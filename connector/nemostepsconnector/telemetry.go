@@ -56,6 +56,7 @@ type tally struct {
 	openRankSteps int64 // change
 	dataPoints    int64
 	sendFailed    int64
+	stalls        [2]int64 // by kind: behind, paused
 }
 
 // telemetry records the connector's own metrics; the attribute options are
@@ -64,6 +65,7 @@ type telemetry struct {
 	tb          *metadata.TelemetryBuilder
 	skipOpts    [numSkipReasons][]metric.AddOption
 	decidedOpts [steps.NumCauses][]metric.AddOption
+	stallOpts   [2][]metric.AddOption
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -77,6 +79,9 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	}
 	for c := range steps.NumCauses {
 		t.decidedOpts[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", causeNames[c])))}
+	}
+	for i, kind := range []string{"behind", "paused"} {
+		t.stallOpts[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", kind)))}
 	}
 	return t, nil
 }
@@ -103,6 +108,11 @@ func (t *telemetry) record(ctx context.Context, n *tally) {
 	}
 	if n.sendFailed > 0 {
 		t.tb.ConnectorNemoStepsSendFailed.Add(ctx, n.sendFailed)
+	}
+	for i, v := range n.stalls {
+		if v > 0 {
+			t.tb.ConnectorNemoStepsStalls.Add(ctx, v, t.stallOpts[i]...)
+		}
 	}
 }
 

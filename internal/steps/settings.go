@@ -240,7 +240,8 @@ func (k *Keys) Check(need Need) error {
 		CheckKeys("rank_keys", k.RankKeys, need.Rank),
 		CheckKeys("world_size_keys", k.WorldSizeKeys, need.WorldSize),
 		CheckKeys("local_rank_keys", k.LocalRankKeys, need.LocalRank),
-		CheckKeys("group_keys", k.GroupKeys, false))
+		CheckKeys("group_keys", k.GroupKeys, false),
+	)
 }
 
 var keyExamples = map[string]string{

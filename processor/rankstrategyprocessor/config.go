@@ -228,7 +228,7 @@ func (cfg *Config) Validate() error {
 	needWorldSize := cfg.Strategy == StrategySingleRank && cfg.ExportRank == -1
 	needLocalRank := cfg.Strategy == StrategyFirstRankPerNode
 	errs = append(errs,
-		cfg.Keys.Check(steps.Need{Rank: needRank, WorldSize: needWorldSize, LocalRank: needLocalRank}),
+		cfg.Check(steps.Need{Rank: needRank, WorldSize: needWorldSize, LocalRank: needLocalRank}),
 		cfg.OnMissingRank.Validate(),
 	)
 	if _, err := parseSeverity(cfg.KeepLogSeverity); err != nil {

@@ -73,7 +73,7 @@ func (b *stragglerBuffer) hasStepSpan(rs ptrace.ResourceSpans) bool {
 }
 
 // tryResolve ties a pending span to its parent's step if the parent is known.
-func (b *stragglerBuffer) tryResolve(id rankID, ref spanRef, now time.Duration, t *tally) bool {
+func (b *stragglerBuffer) tryResolve(id rankID, ref spanRef, _ time.Duration, t *tally) bool {
 	s := ref.span
 	trace := foldTraceID(s.TraceID())
 	iteration, ok := b.spanSteps.get(spanKey{owner: id.owner, trace: trace, span: s.ParentSpanID()})

@@ -30,7 +30,7 @@ import (
 // and the decision ticker.
 //
 // The step machinery (the table of open steps with its completion, expiry
-// and early decision, the decided-step FIFO, reading a rank, recognising
+// and early decision, the decided-step FIFO, reading a rank, recognizing
 // step and wait spans) is internal/steps'. This file receives spans and
 // runs the ticker; stepplace.go ties spans to steps through their parents;
 // stepdecide.go is the policy: which held ranks of a decided step to keep;
@@ -96,7 +96,7 @@ func newStragglerBuffer(cfg *StragglersConfig, keys *steps.Keys, reader *steps.R
 	}
 	return &stragglerBuffer{
 		wait:         cfg.DecisionWait,
-		spanWait:     cfg.Waits.Span(),
+		spanWait:     cfg.Span(),
 		spans:        recognizer,
 		thresholds:   cfg.Thresholds(cfg.MaxRanksPerStep),
 		maxHeld:      cfg.MaxBufferedSpans,

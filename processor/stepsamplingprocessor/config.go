@@ -84,7 +84,7 @@ func (cfg *Config) Validate() error {
 	errs = append(errs,
 		steps.CheckKeys("rank_keys", cfg.RankKeys, true),
 		steps.CheckKeys("group_keys", cfg.GroupKeys, false),
-		cfg.Spans.Check(),
+		cfg.Check(),
 		steps.RenamedToSpanWait(cfg.DecisionWait),
 		steps.CheckSpanWait(cfg.SpanWait))
 	if cfg.MaxBufferedSpans < 1 {

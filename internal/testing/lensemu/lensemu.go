@@ -126,17 +126,15 @@ type Rank struct {
 	sched *schedule
 }
 
-// HangRole is a rank's part in its run's hang (Rank.HangAt).
-type HangRole int
+// HangRole is a rank's part in its run's hang (Rank.HangAt): the
+// fixture's, so that unit tests and the emulator hang alike.
+type HangRole = lensfixture.HangRole
 
+// The hang roles.
 const (
-	// Blocked: the rank finished its compute and waits in the all-reduce.
-	Blocked HangRole = iota
-	// Stopped: the rank stopped in its forward (a GPU fault, a stuck data
-	// loader, a collective it never enters).
-	Stopped
-	// Dead: the rank's process is gone before the iteration.
-	Dead
+	Blocked = lensfixture.Blocked
+	Stopped = lensfixture.Stopped
+	Dead    = lensfixture.Dead
 )
 
 // SpansPerStep is the number of spans one train step produces for the given
@@ -320,7 +318,7 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 			}
 		}
 		if it == r.HangAt {
-			r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step, r.hangCutoff(step))
+			r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step, step.HangCutoff(r.StepSpanName, r.HangRole))
 			return nil // hung: the job spans stay open
 		}
 		r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step, step.Duration())
@@ -350,27 +348,6 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	train.End(end(cursor))
 	pretrain.End(end(cursor + setup))
 	return nil
-}
-
-// hangCutoff is when the rank's spans of its hung step stop ending.
-func (r Rank) hangCutoff(step lensfixture.Step) time.Duration {
-	plans := step.Plans(r.StepSpanName)
-	switch r.HangRole {
-	case Dead:
-		return -1
-	case Stopped:
-		for _, p := range plans {
-			if p.Name == lensfixture.MicrobatchBack {
-				return p.From
-			}
-		}
-	}
-	for _, p := range plans {
-		if p.Name == lensfixture.GradSyncFinish {
-			return p.From
-		}
-	}
-	return -1
 }
 
 // pause waits Pause of real time; the batch processors (200ms) export

@@ -256,3 +256,54 @@ func (r Run) Iteration(iteration int64) ptrace.Traces {
 	}
 	return td
 }
+
+// HangRole is a rank's part in a hung step of a synchronous job.
+type HangRole int
+
+const (
+	// Blocked: the rank finished its compute and grad_sync.start and waits
+	// in the gradient all-reduce: grad_sync.finish, the optimizer and the
+	// step span stay open.
+	Blocked HangRole = iota
+	// Stopped: the rank stopped in its forward, before its first backward
+	// (a GPU fault, a stuck data loader, a collective it never enters).
+	Stopped
+	// Dead: the rank's process is gone before the step: nothing of it ends.
+	Dead
+)
+
+// HangCutoff is how long into step a rank of role still ends spans: its
+// spans that end later stay open, and open spans are never exported.
+func (s Step) HangCutoff(stepName string, role HangRole) time.Duration {
+	if role == Dead {
+		return -1
+	}
+	want := GradSyncFinish
+	if role == Stopped {
+		want = MicrobatchBack
+	}
+	for _, p := range s.Plans(stepName) {
+		if p.Name == want {
+			return p.From
+		}
+	}
+	return -1
+}
+
+// AppendHungStep appends what rank ends of its step of iteration when the
+// job hangs there and the rank plays role: the spans that end before its
+// HangCutoff, in export order; never the step span.
+func (r Run) AppendHungStep(dst ptrace.SpanSlice, rank Rank, iteration int64, role HangRole) {
+	step := r.StepOf(rank.Rank, iteration)
+	plans := step.Plans(r.stepName())
+	cutoff := step.HangCutoff(r.stepName(), role)
+	start := r.StepStart(iteration)
+	trace := r.TraceID(rank, iteration)
+	for _, i := range ExportOrder(plans) {
+		p := plans[i]
+		if p.Parent < 0 || p.To > cutoff {
+			continue
+		}
+		setSpan(dst.AppendEmpty(), p.Name, trace, SpanID(KindStep, rank.Rank, iteration, i), SpanID(KindStep, rank.Rank, iteration, p.Parent), start.Add(p.From), start.Add(p.To))
+	}
+}

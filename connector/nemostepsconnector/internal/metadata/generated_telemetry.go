@@ -31,6 +31,7 @@ type TelemetryBuilder struct {
 	ConnectorNemoStepsRanksMissing  metric.Int64Counter
 	ConnectorNemoStepsSendFailed    metric.Int64Counter
 	ConnectorNemoStepsSpansSkipped  metric.Int64Counter
+	ConnectorNemoStepsStalls        metric.Int64Counter
 	ConnectorNemoStepsStepsDecided  metric.Int64Counter
 }
 
@@ -91,6 +92,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_connector_nemo_steps_spans_skipped",
 		metric.WithDescription("Step and wait spans not used, by reason (no usable rank, no usable iteration, no duration, a wait span after its step was decided, a wait span whose step span never came). [Alpha]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ConnectorNemoStepsStalls, err = builder.meter.Int64Counter(
+		"otelcol_connector_nemo_steps_stalls",
+		metric.WithDescription("Runs found stalled (no rank completed a step for longer than max(min_stall, stall_factor x the median step)), by kind (behind - some ranks lag the others, paused - nobody lags). [Alpha]"),
+		metric.WithUnit("{stall}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ConnectorNemoStepsStepsDecided, err = builder.meter.Int64Counter(

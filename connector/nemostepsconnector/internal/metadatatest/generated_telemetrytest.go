@@ -101,6 +101,22 @@ func AssertEqualConnectorNemoStepsSpansSkipped(t *testing.T, tt *componenttest.T
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualConnectorNemoStepsStalls(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_connector_nemo_steps_stalls",
+		Description: "Runs found stalled (no rank completed a step for longer than max(min_stall, stall_factor x the median step)), by kind (behind - some ranks lag the others, paused - nobody lags). [Alpha]",
+		Unit:        "{stall}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_connector_nemo_steps_stalls")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualConnectorNemoStepsStepsDecided(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_connector_nemo_steps_steps_decided",

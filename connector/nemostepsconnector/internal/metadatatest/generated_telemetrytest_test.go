@@ -24,6 +24,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ConnectorNemoStepsRanksMissing.Add(context.Background(), 1)
 	tb.ConnectorNemoStepsSendFailed.Add(context.Background(), 1)
 	tb.ConnectorNemoStepsSpansSkipped.Add(context.Background(), 1)
+	tb.ConnectorNemoStepsStalls.Add(context.Background(), 1)
 	tb.ConnectorNemoStepsStepsDecided.Add(context.Background(), 1)
 	AssertEqualConnectorNemoStepsDataPoints(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -38,6 +39,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorNemoStepsSpansSkipped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualConnectorNemoStepsStalls(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualConnectorNemoStepsStepsDecided(t, testTel,

@@ -1,0 +1,169 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemostepsconnector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+)
+
+// stallHarness is the connector with its stall records captured, judging
+// a run stalled after 5 s without a completed step.
+func stallHarness(t *testing.T) (*harness, *consumertest.LogsSink) {
+	h := newHarness(t, func(cfg *Config) { cfg.Stalls.MinStall = 5 * time.Second })
+	logs := new(consumertest.LogsSink)
+	h.c.nextLogs = logs
+	return h, logs
+}
+
+// hungBatch is iteration it of the job hung: every rank but stopped
+// blocks in the all-reduce, stopped plays role.
+func (j syncJob) hungBatch(shape lensfixture.Shape, it int64, stopped map[int64]lensfixture.HangRole) ptrace.Traces {
+	run := j.fixture(shape)
+	td := ptrace.NewTraces()
+	for _, rank := range run.Ranks {
+		role, ok := stopped[rank.Rank]
+		if !ok {
+			role = lensfixture.Blocked
+		}
+		run.AppendHungStep(lensfixture.AppendResource(td, rank), rank, it, role)
+	}
+	return td
+}
+
+// records are the stall records sent so far, by event name.
+func records(sink *consumertest.LogsSink) map[string][]plog.LogRecord {
+	out := map[string][]plog.LogRecord{}
+	for _, ld := range sink.AllLogs() {
+		for _, rl := range ld.ResourceLogs().All() {
+			for _, sl := range rl.ScopeLogs().All() {
+				for _, rec := range sl.LogRecords().All() {
+					name, _ := rec.Attributes().Get(attrEventName)
+					out[name.Str()] = append(out[name.Str()], rec)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (h *harness) ticks(n int) {
+	for range n {
+		h.clk.Advance(time.Second)
+	}
+}
+
+// A synchronous job hangs at iteration 5: rank 5 stops in its forward, the
+// other seven finish their backward and block in grad sync. The stall is
+// found at min_stall, names rank 5 and its host, and ends when the step
+// completes; the gauges follow. In all four shapes.
+func TestStallNamesTheStoppedRank(t *testing.T) {
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
+			h, logs := stallHarness(t)
+			job := syncJob{run: "run-hang", world: 8}
+			for it := int64(1); it <= 4; it++ {
+				h.consume(job.batch(shape, it, lensfixture.WholeStep, allRanks(8)...))
+			}
+			h.ticks(1)
+			h.consume(job.hungBatch(shape, 5, map[int64]lensfixture.HangRole{5: lensfixture.Stopped}))
+			h.ticks(4)
+			assert.Empty(t, records(logs), "no stall before min_stall")
+			h.ticks(3)
+
+			got := records(logs)
+			require.Len(t, got[eventStalled], 1)
+			rec := got[eventStalled][0]
+			assert.Equal(t, plog.SeverityNumberWarn, rec.SeverityNumber())
+			attrs := rec.Attributes().AsRaw()
+			assert.Equal(t, "run-hang", attrs["nemo.run.id"])
+			assert.Equal(t, "behind", attrs[attrStallKind])
+			assert.Equal(t, int64(5), attrs[attrStallIteration])
+			assert.Equal(t, []any{int64(5)}, attrs[attrStallRanks])
+			assert.Equal(t, []any{job.rank(5).Host()}, attrs[attrStallHosts])
+			assert.Contains(t, rec.Body().Str(), "run run-hang stalled at iteration 5 for ")
+			assert.Contains(t, rec.Body().Str(), "rank 5 on "+job.rank(5).Host()+" last finished megatron.microbatch.forward")
+			assert.Contains(t, rec.Body().Str(), "the other 7 ranks finished megatron.grad_sync.start and wait in grad sync")
+
+			stalled := pointsNamed(h.points(), "nemo.run.stalled")
+			require.NotEmpty(t, stalled)
+			assert.InDelta(t, 1.0, stalled[len(stalled)-1].value, 0)
+			behind := pointsNamed(h.points(), "nemo.rank.behind")
+			require.NotEmpty(t, behind)
+			for _, p := range behind {
+				assert.Equal(t, int64(5), p.attrs["nv.dl.rank"], "only rank 5 is behind")
+			}
+
+			// The rank comes back and the step completes: one resumed record,
+			// the gauges at 0.
+			h.consume(job.batch(shape, 5, lensfixture.WholeStep, allRanks(8)...))
+			h.ticks(2)
+			got = records(logs)
+			require.Len(t, got[eventResumed], 1)
+			assert.Len(t, got[eventStalled], 1, "one record per stall")
+			stalled = pointsNamed(h.points(), "nemo.run.stalled")
+			assert.InDelta(t, 0.0, stalled[len(stalled)-1].value, 0)
+			behind = pointsNamed(h.points(), "nemo.rank.behind")
+			assert.InDelta(t, 0.0, behind[len(behind)-1].value, 0)
+		})
+	}
+}
+
+// A dead node: ranks 0-7 of host node000 (the fixture puts 8 ranks a
+// host) send nothing of iteration 5; the other host's ranks block.
+func TestStallNamesALostNode(t *testing.T) {
+	h, logs := stallHarness(t)
+	job := syncJob{run: "run-node", world: 16}
+	for it := int64(1); it <= 4; it++ {
+		h.consume(job.batch(ownRoot, it, lensfixture.WholeStep, allRanks(16)...))
+	}
+	dead := map[int64]lensfixture.HangRole{}
+	for r := range int64(8) {
+		dead[r] = lensfixture.Dead
+	}
+	h.consume(job.hungBatch(ownRoot, 5, dead))
+	h.ticks(8)
+	got := records(logs)[eventStalled]
+	require.Len(t, got, 1)
+	attrs := got[0].Attributes().AsRaw()
+	assert.Equal(t, []any{int64(0), int64(1), int64(2), int64(3), int64(4), int64(5), int64(6), int64(7)}, attrs[attrStallRanks])
+	assert.Equal(t, []any{job.rank(0).Host()}, attrs[attrStallHosts])
+	assert.Equal(t, []any{job.rank(0).Host()}, attrs[attrStallLostHosts])
+	assert.Contains(t, got[0].Body().Str(), "sent nothing since the last completed step")
+}
+
+// An even pause (every rank finished iteration 4, none starts 5) is a
+// stall of kind paused that names nobody.
+func TestEvenPauseNamesNobody(t *testing.T) {
+	h, logs := stallHarness(t)
+	job := syncJob{run: "run-ckpt", world: 8}
+	for it := int64(1); it <= 4; it++ {
+		h.consume(job.batch(ownRoot, it, lensfixture.WholeStep, allRanks(8)...))
+	}
+	h.ticks(8)
+	got := records(logs)[eventStalled]
+	require.Len(t, got, 1)
+	attrs := got[0].Attributes().AsRaw()
+	assert.Equal(t, "paused", attrs[attrStallKind])
+	assert.Empty(t, attrs[attrStallRanks])
+	assert.Empty(t, pointsNamed(h.points(), "nemo.rank.behind"))
+}
+
+func pointsNamed(points []point, name string) []point {
+	var out []point
+	for _, p := range points {
+		if p.metric == name {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,406 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package stall finds stalled training runs, live, from the spans the ranks
+// already send, and names the ranks that stopped.
+//
+// A synchronous job stops as a whole when one rank stops: every other rank
+// finishes its compute and blocks in the next collective (the gradient
+// all-reduce), so no rank completes a step any more. The ranks' SDKs keep
+// exporting the spans that ended before the hang (their batch processors
+// run on a thread of their own); the spans still open (the step, the waits)
+// never arrive. So the wavefront is visible: the ranks that finished their
+// backward pass and wait in grad sync tell apart the rank that never
+// finished its forward.
+//
+// A run is stalled when no rank of it has completed a step for longer than
+// max(MinStall, Factor x the median of its last History step durations),
+// judged only once it completed WarmupSteps steps (compilation and warm-up
+// make the first steps long). The culprits are the ranks whose progress in
+// the iteration that did not complete lags the others' (kind behind), a
+// rank that sent nothing since the last completed step among them; when
+// nobody lags (a checkpoint save, an evaluation, a pause between steps) the
+// kind is paused and nobody is named. A step's completion ends the stall.
+//
+// The package is pure: its caller (the nemo_steps connector) reads ranks and
+// spans, feeds them here, and calls Tick on its ticker.
+package stall // import "github.com/nemo-lens/otelcol-nemo/internal/stall"
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultMinStall    = 60 * time.Second
+	DefaultFactor      = 10.0
+	DefaultWarmupSteps = 3
+	DefaultHistory     = 20
+)
+
+// Config says when a run counts as stalled.
+type Config struct {
+	// MinStall is the shortest silence that counts as a stall.
+	MinStall time.Duration
+	// Factor times the run's median step duration is the silence that
+	// counts as a stall when that is longer than MinStall.
+	Factor float64
+	// WarmupSteps is how many steps a run must complete before it can stall.
+	WarmupSteps int
+	// History is how many recent step durations the median is taken over.
+	History int
+}
+
+// DefaultConfig is the and the presets' defaults.
+func DefaultConfig() Config {
+	return Config{MinStall: DefaultMinStall, Factor: DefaultFactor, WarmupSteps: DefaultWarmupSteps, History: DefaultHistory}
+}
+
+// Kind is what a stall looks like.
+type Kind string
+
+const (
+	// Behind: some ranks lag the others in the iteration that did not
+	// complete (or sent nothing since the last completed step).
+	Behind Kind = "behind"
+	// Paused: every rank got as far as the others (a checkpoint, an
+	// evaluation, a pause between steps); nobody is to blame.
+	Paused Kind = "paused"
+)
+
+// Rank is one rank of a run as its spans tell it.
+type Rank struct {
+	Rank int64
+	// Host is the rank's host.name.
+	Host string
+	// Process tells a restarted rank (a new process with the same rank)
+	// from the one before: service.instance.id or the pid.
+	Process string
+}
+
+// Culprit is a rank named by a stall.
+type Culprit struct {
+	Rank
+	// LastSpan is the latest span of the open iteration the rank ended, in
+	// step order ("" when it sent nothing since the last completed step),
+	// and LastEnd when it ended.
+	LastSpan string
+	LastEnd  time.Time
+}
+
+// Run identifies a run (and worker group): the caller's hash of its
+// attributes (internal/steps' Rank.Group).
+type Run = uint64
+
+// Event is a change of a run's state: a stall began, or it ended.
+type Event struct {
+	Run Run
+	// Stalled is true for a stall's start, false for its end (resumed).
+	Stalled bool
+	Kind    Kind
+	// Iteration is the one that did not complete.
+	Iteration int64
+	// For is how long no step had completed (at a stall's start), or how
+	// long the stall lasted (at its end).
+	For time.Duration
+	// Culprits are the lagging ranks, by rank; empty when paused.
+	Culprits []Culprit
+	// LostHosts are hosts all of whose known ranks are culprits: a lost node.
+	LostHosts []string
+	// Others is the latest span in step order that every rank but the
+	// culprits ended (what they wait after), and OthersCount how many they are.
+	Others      string
+	OthersCount int
+	// World is the run's world size.
+	World int
+}
+
+// Hosts are the culprits' hosts, sorted, each once.
+func (e Event) Hosts() []string {
+	var hosts []string
+	for _, c := range e.Culprits {
+		if c.Host != "" && !slices.Contains(hosts, c.Host) {
+			hosts = append(hosts, c.Host)
+		}
+	}
+	slices.Sort(hosts)
+	return hosts
+}
+
+// Ranks are the culprits' rank numbers.
+func (e Event) Ranks() []int64 {
+	ranks := make([]int64, len(e.Culprits))
+	for i, c := range e.Culprits {
+		ranks[i] = c.Rank.Rank
+	}
+	return ranks
+}
+
+// Status is a run's state for the gauges, at every tick.
+type Status struct {
+	Run     Run
+	Stalled bool
+	Kind    Kind
+	// For is how long it has been stalled.
+	For      time.Duration
+	Culprits []int64
+}
+
+// Detector follows every run it is fed.
+type Detector struct {
+	cfg  Config
+	runs map[Run]*run
+	// idle is how long a run that sent nothing is kept.
+	idle time.Duration
+}
+
+// New returns a detector. A run that sends nothing for idle (and is not
+// stalled) is forgotten; zero keeps it for 24 hours.
+func New(cfg Config, idle time.Duration) *Detector {
+	return &Detector{cfg: cfg, runs: map[Run]*run{}, idle: cmp.Or(idle, 24*time.Hour)}
+}
+
+type run struct {
+	world int
+	ranks map[int64]*rankState
+	// lastDone is the highest completed iteration, doneAt when the
+	// collector saw a rank complete a step last.
+	lastDone  int64
+	doneAt    time.Time
+	completed int
+	durations []time.Duration // ring of the last History step durations
+	next      int
+	seen      time.Time
+	// stall is the open stall, begun when doneAt was stalledSince.
+	stall        *Event
+	stalledSince time.Time
+}
+
+type rankState struct {
+	Rank
+	// stepIteration and stepEnd are its last step span's.
+	stepIteration int64
+	stepEnd       time.Time
+	// phase, name and end of the latest span, in step order, that began
+	// after its last step ended: its progress in the next iteration
+	// (stepIteration+1). The spans of a step other than the step span carry
+	// no iteration; in a hang the step span never arrives, so where they
+	// fall in time is what places them.
+	phase Phase
+	name  string
+	end   time.Time
+	// seen is when the collector last got a span of it; restarted marks a
+	// new process that has reported since.
+	seen      time.Time
+	restarted bool
+	jobEnded  bool
+}
+
+func (d *Detector) runOf(id Run, world int, now time.Time) *run {
+	r := d.runs[id]
+	if r == nil {
+		r = &run{ranks: map[int64]*rankState{}, lastDone: -1, doneAt: now}
+		d.runs[id] = r
+	}
+	r.world = max(r.world, world)
+	r.seen = now
+	return r
+}
+
+func (r *run) rankOf(id Rank, now time.Time) *rankState {
+	st := r.ranks[id.Rank]
+	if st == nil {
+		st = &rankState{Rank: id, stepIteration: -1}
+		r.ranks[id.Rank] = st
+	}
+	if id.Process != "" && st.Process != "" && id.Process != st.Process {
+		st.restarted = true
+	}
+	if id.Process != "" {
+		st.Process = id.Process
+	}
+	if id.Host != "" {
+		st.Host = id.Host
+	}
+	st.seen = now
+	return st
+}
+
+// Span feeds one ended span of a rank of the run runID (world: the world
+// size the rank reports, 0 when none); now is the collector's clock when
+// the span arrived.
+func (d *Detector) Span(runID Run, world int, id Rank, span Span, now time.Time) {
+	r := d.runOf(runID, world, now)
+	st := r.rankOf(id, now)
+	switch {
+	case span.Job:
+		st.jobEnded = true
+	case span.Step:
+		if span.Iteration >= st.stepIteration || st.restarted {
+			st.stepIteration, st.stepEnd = span.Iteration, span.End
+			st.phase, st.name, st.end = PhaseNone, "", time.Time{}
+		}
+		r.stepDone(st, span.Iteration, span.End.Sub(span.Start), now, d.cfg.History)
+	case !span.Start.Before(st.stepEnd):
+		if phase := PhaseOf(span.Name); phase > st.phase || phase == st.phase && span.End.After(st.end) {
+			st.phase, st.name, st.end = phase, span.Name, span.End
+		}
+	}
+}
+
+// Span is what the detector reads of an ended span.
+type Span struct {
+	Name       string
+	Start, End time.Time
+	// Step: the step span, numbered Iteration.
+	Step      bool
+	Iteration int64
+	// Job: the rank's run-long job span (megatron.pretrain, ...): the run
+	// is over for the rank.
+	Job bool
+}
+
+// stepDone counts a completed step. A step of an iteration already counted
+// (another rank's, arriving later) changes nothing, unless a restarted rank
+// sends it: a job restarted from a checkpoint counts from there again.
+func (r *run) stepDone(st *rankState, iteration int64, d time.Duration, now time.Time, history int) {
+	if iteration <= r.lastDone && !st.restarted {
+		return
+	}
+	r.doneAt = now
+	r.lastDone = iteration
+	r.completed++
+	if history <= 0 {
+		return
+	}
+	if len(r.durations) < history {
+		r.durations = append(r.durations, d)
+		return
+	}
+	r.durations[r.next] = d
+	r.next = (r.next + 1) % history
+}
+
+// stallAfter is the silence that makes the run stalled.
+func (d *Detector) stallAfter(r *run) time.Duration {
+	if len(r.durations) == 0 {
+		return d.cfg.MinStall
+	}
+	sorted := slices.Clone(r.durations)
+	slices.Sort(sorted)
+	median := sorted[len(sorted)/2]
+	return max(d.cfg.MinStall, time.Duration(float64(median)*d.cfg.Factor))
+}
+
+// Tick judges every run at now: it returns the stalls that began and ended
+// since the last tick, and the state of every stalled run (for the gauges).
+func (d *Detector) Tick(now time.Time) (events []Event, stalled []Status) {
+	for id, r := range d.runs {
+		switch {
+		case r.stall != nil && r.doneAt.After(r.stalledSince):
+			ended := *r.stall
+			ended.Stalled, ended.For = false, r.doneAt.Sub(r.stalledSince)
+			events = append(events, ended)
+			r.stall = nil
+		case r.stall == nil && d.stalls(r, now):
+			ev := d.judge(id, r, now)
+			r.stall, r.stalledSince = &ev, r.doneAt
+			events = append(events, ev)
+		case r.stall == nil && now.Sub(r.seen) > d.idle:
+			delete(d.runs, id)
+			continue
+		}
+		if r.stall != nil {
+			stalled = append(stalled, Status{Run: id, Stalled: true, Kind: r.stall.Kind, For: now.Sub(r.doneAt), Culprits: r.stall.Ranks()})
+		}
+	}
+	slices.SortFunc(events, func(a, b Event) int { return cmp.Compare(a.Run, b.Run) })
+	slices.SortFunc(stalled, func(a, b Status) int { return cmp.Compare(a.Run, b.Run) })
+	return events, stalled
+}
+
+// Runs is how many runs the detector follows.
+func (d *Detector) Runs() int { return len(d.runs) }
+
+func (d *Detector) stalls(r *run, now time.Time) bool {
+	if r.completed < d.cfg.WarmupSteps || r.ended() {
+		return false
+	}
+	return now.Sub(r.doneAt) > d.stallAfter(r)
+}
+
+// ended: every known rank's job span ended.
+func (r *run) ended() bool {
+	if len(r.ranks) == 0 {
+		return false
+	}
+	for _, st := range r.ranks {
+		if !st.jobEnded {
+			return false
+		}
+	}
+	return true
+}
+
+// judge finds the wavefront of the iteration after the last completed one.
+func (*Detector) judge(id Run, r *run, now time.Time) Event {
+	open := r.lastDone + 1
+	world := max(r.world, len(r.ranks))
+	ev := Event{Run: id, Stalled: true, Iteration: open, For: now.Sub(r.doneAt), World: world}
+	progress := func(st *rankState) Phase {
+		switch {
+		case st == nil || st.stepIteration+1 < open:
+			return PhaseNone // it did not even finish the last step
+		case st.stepIteration >= open:
+			return PhaseStep
+		}
+		return st.phase
+	}
+	front := PhaseNone
+	for _, st := range r.ranks {
+		front = max(front, progress(st))
+	}
+	hostRanks := map[string]int{}
+	for _, st := range r.ranks {
+		hostRanks[st.Host]++
+	}
+	culpritsOf := map[string]int{}
+	for rank := range int64(world) {
+		st := r.ranks[rank]
+		if st != nil && st.restarted {
+			continue // a new process of the rank that reported: recovering, not stopped
+		}
+		if p := progress(st); p < front {
+			c := Culprit{Rank: Rank{Rank: rank}}
+			if st != nil {
+				c.Rank = st.Rank
+				if st.stepIteration+1 == open {
+					c.LastSpan, c.LastEnd = st.name, st.end
+				}
+			}
+			ev.Culprits = append(ev.Culprits, c)
+			culpritsOf[c.Host]++
+		}
+	}
+	if len(ev.Culprits) == 0 {
+		ev.Kind = Paused
+		return ev
+	}
+	ev.Kind = Behind
+	for host, n := range culpritsOf {
+		if host != "" && n == hostRanks[host] {
+			ev.LostHosts = append(ev.LostHosts, host)
+		}
+	}
+	slices.Sort(ev.LostHosts)
+	ev.OthersCount = world - len(ev.Culprits)
+	for rank := range int64(world) {
+		if st := r.ranks[rank]; st != nil && progress(st) == front {
+			ev.Others = st.name // the lowest such rank's: deterministic
+			break
+		}
+	}
+	return ev
+}
