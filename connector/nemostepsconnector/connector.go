@@ -79,6 +79,7 @@ type stepsConnector struct {
 	// labels, for its records and gauges.
 	stalls    *stall.Detector
 	runLabels *stepbusy.Generations[uint64, *rankLabels]
+	batchTime time.Time // the wall clock of the batch being read, under mu
 
 	loop *clock.Loop
 }
@@ -154,6 +155,7 @@ func (c *stepsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) er
 	now := c.now()
 	c.mu.Lock()
 	if !c.closed {
+		c.batchTime = c.clk.Now()
 		rss := td.ResourceSpans()
 		for i := 0; i < rss.Len(); i++ {
 			c.recordResource(rss.At(i), now, &t)

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -34,9 +35,10 @@ type resourceRank struct {
 	steps.Identity
 	attrs pcommon.Map
 	state *rankState
-	// host and process, read at its first span the stall detector reads.
-	procRead      bool
-	host, process string
+	// tracker is the rank in the stall detector, looked up at its first
+	// span the detector reads.
+	tracked bool
+	tracker stall.Tracker
 }
 
 // recordResource notes the step and wait spans of one resource; every other

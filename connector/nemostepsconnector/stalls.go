@@ -43,21 +43,20 @@ const (
 )
 
 // stallRelevant says whether a span that is neither a step nor a wait span
-// tells the detector anything: a rank's run-long job span, or a span of a
-// step's compute or optimizer (Megatron's names). Every other span costs a
-// prefix check.
+// may tell the detector anything: a rank's run-long job span, or one of
+// Megatron's (the detector reads its place in the step). Every other span
+// costs a prefix check.
 func (c *stepsConnector) stallRelevant(name string) bool {
-	if slices.Contains(c.jobSpans, name) {
-		return true
-	}
-	return strings.HasPrefix(name, "megatron.") && stall.PhaseOf(name) > stall.PhaseOther
+	return strings.HasPrefix(name, "megatron.") || slices.Contains(c.jobSpans, name)
 }
 
-// recordProgress feeds the detector one span of an identified rank.
+// recordProgress feeds the detector one span of an identified rank; the
+// rank is looked up once per resource, at the batch's time.
 func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name string, isStep bool) {
-	if !r.procRead {
-		r.procRead = true
-		r.host, r.process = processOf(r.attrs)
+	if !r.tracked {
+		r.tracked = true
+		host, process := processOf(r.attrs)
+		r.tracker = c.stalls.Rank(r.Group, int(r.WorldSize), stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process}, c.batchTime)
 	}
 	span := stall.Span{Name: name, Start: s.StartTimestamp().AsTime(), End: s.EndTimestamp().AsTime(), Job: slices.Contains(c.jobSpans, name)}
 	if isStep {
@@ -70,7 +69,7 @@ func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name str
 			c.runLabels.Put(r.Group, st.labels)
 		}
 	}
-	c.stalls.Span(r.Group, int(r.WorldSize), stall.Rank{Rank: r.Rank.Rank, Host: r.host, Process: r.process}, span, c.clk.Now())
+	r.tracker.Span(span)
 }
 
 // processOf is the resource's host and the identity of its process, which

@@ -26,24 +26,27 @@ const (
 	PhaseStep
 )
 
-// PhaseOf reads a span name's place in the step.
+// PhaseOf reads a span name's place in the step (a switch on exact names:
+// it runs for every Megatron span a collector receives).
 func PhaseOf(name string) Phase {
-	switch {
-	case name == "megatron.forward_backward":
+	switch name {
+	case "megatron.forward_backward":
 		return PhaseComputeDone
-	case name == "megatron.grad_sync.start":
+	case "megatron.grad_sync.start":
 		return PhaseGradSyncStarted
-	case name == "megatron.grad_sync.finish":
+	case "megatron.grad_sync.finish":
 		return PhaseGradSyncDone
-	case name == "megatron.optimizer_step":
+	case "megatron.optimizer_step":
 		return PhaseOptimizer
-	case strings.Contains(name, "backward"):
+	case "megatron.microbatch.backward", "megatron.p2p.recv_backward", "megatron.p2p.send_backward":
 		return PhaseBackward
-	case strings.Contains(name, "forward"), strings.HasPrefix(name, "megatron.layer."):
+	case "megatron.microbatch.forward", "megatron.p2p.recv_forward", "megatron.p2p.send_forward", "megatron.pp.recv_forward.linked":
 		return PhaseForward
-	default:
-		return PhaseOther
 	}
+	if strings.HasPrefix(name, "megatron.layer.") {
+		return PhaseForward
+	}
+	return PhaseOther
 }
 
 // String is the phase as a stall's message says it.

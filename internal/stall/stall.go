@@ -232,8 +232,27 @@ func (r *run) rankOf(id Rank, now time.Time) *rankState {
 // size the rank reports, 0 when none); now is the collector's clock when
 // the span arrived.
 func (d *Detector) Span(runID Run, world int, id Rank, span Span, now time.Time) {
+	d.Rank(runID, world, id, now).Span(span)
+}
+
+// Tracker is one rank's state, for a caller that feeds several spans of
+// one rank (a resource's) without looking it up for each.
+type Tracker struct {
+	d   *Detector
+	r   *run
+	st  *rankState
+	now time.Time
+}
+
+// Rank looks a rank up (creating it) for the spans that arrived at now.
+func (d *Detector) Rank(runID Run, world int, id Rank, now time.Time) Tracker {
 	r := d.runOf(runID, world, now)
-	st := r.rankOf(id, now)
+	return Tracker{d: d, r: r, st: r.rankOf(id, now), now: now}
+}
+
+// Span feeds one ended span of the tracker's rank.
+func (tr Tracker) Span(span Span) {
+	d, r, st, now := tr.d, tr.r, tr.st, tr.now
 	switch {
 	case span.Job:
 		st.jobEnded = true
