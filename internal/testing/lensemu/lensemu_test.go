@@ -27,10 +27,9 @@ type stepSpan struct {
 	root            bool
 }
 
-// sendJob runs ranks against a fake backend, checks that every rank sent
-// its whole job, and returns the step spans and their direct children by
-// rank and iteration, keyed by name.
-func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
+// runAgainstSink runs ranks (traces only) against a fake OTLP/HTTP
+// backend and returns it with what it acknowledged of each rank.
+func runAgainstSink(t *testing.T, ranks []Rank) (*otlpsink.Sink, []Result) {
 	t.Helper()
 	sink, err := otlpsink.Start(nil)
 	require.NoError(t, err)
@@ -42,6 +41,15 @@ func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
 	}
 	results, err := Job(t.Context(), ranks)
 	require.NoError(t, err)
+	return sink, results
+}
+
+// sendJob runs ranks against a fake backend, checks that every rank sent
+// its whole job, and returns the step spans and their direct children by
+// rank and iteration, keyed by name.
+func sendJob(t *testing.T, ranks []Rank) map[[2]int64]map[string]stepSpan {
+	t.Helper()
+	sink, results := runAgainstSink(t, ranks)
 
 	steps := map[[2]int64]map[string]stepSpan{}
 	iterOf := map[[2]any]int64{} // (rank, step span id) -> iteration
@@ -236,16 +244,7 @@ func TestResourceAttributes(t *testing.T) {
 // spanNames counts the span names each rank's collector received.
 func spanNames(t *testing.T, ranks []Rank) map[int64]map[string]int {
 	t.Helper()
-	sink, err := otlpsink.Start(nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sink.Close() })
-	for i := range ranks {
-		ranks[i].Endpoint = strings.TrimPrefix(sink.URL, "http://")
-		ranks[i].Protocol = HTTP
-		ranks[i].NoMetrics, ranks[i].NoLogs = true, true
-	}
-	_, err = Job(t.Context(), ranks)
-	require.NoError(t, err)
+	sink, _ := runAgainstSink(t, ranks)
 	names := map[int64]map[string]int{}
 	for _, req := range sink.Requests() {
 		if req.Signal != otlpsink.Traces {
