@@ -43,6 +43,20 @@ func hungJob(c *testcollector.Collector, run string, world int, roles map[int]le
 	return ranks
 }
 
+// stallShapes are the four ways Megatron's steps arrive: either taxonomy's
+// step span, a child of the job span or its own trace root.
+var stallShapes = map[string]func(*lensemu.Rank){
+	"train_step/in_job":        nil,
+	"train.iteration/in_job":   func(r *lensemu.Rank) { r.StepSpanName = attrkey.MegatronTrainIteration },
+	"train_step/own_root":      func(r *lensemu.Rank) { r.StepsAreRoots = true },
+	"train.iteration/own_root": func(r *lensemu.Rank) { r.StepSpanName, r.StepsAreRoots = attrkey.MegatronTrainIteration, true },
+}
+
+// runName is a run id for a test of shape.
+func runName(prefix, shape string) string {
+	return prefix + "-" + strings.NewReplacer("/", "-", ".", "-").Replace(shape)
+}
+
 // stallRecords waits for the run's stall records of event in the default
 // preset's output and returns them.
 func stallRecords(t *testing.T, dir, run, event string) []record {
@@ -91,18 +105,12 @@ func strs(v any) []string {
 // to its traces, naming rank 2 and its host (node-b), within NEMO_STALL_AFTER and
 // the export delay; in both taxonomies and trace shapes.
 func TestStallNamesTheStoppedRank(t *testing.T) {
-	shapes := map[string]func(*lensemu.Rank){
-		"train_step/in_job":        nil,
-		"train.iteration/in_job":   func(r *lensemu.Rank) { r.StepSpanName = attrkey.MegatronTrainIteration },
-		"train_step/own_root":      func(r *lensemu.Rank) { r.StepsAreRoots = true },
-		"train.iteration/own_root": func(r *lensemu.Rank) { r.StepSpanName, r.StepsAreRoots = attrkey.MegatronTrainIteration, true },
-	}
-	for name, shape := range shapes {
+	for name, shape := range stallShapes {
 		t.Run(name, func(t *testing.T) {
 			env := testEnv(t)
 			env["NEMO_STALL_AFTER"] = stallAfter.String()
 			c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
-			run := "run-hang-" + strings.NewReplacer("/", "-", ".", "-").Replace(name)
+			run := runName("run-hang", name)
 			runJob(t, hungJob(c, run, 4, map[int]lensemu.HangRole{2: lensemu.Stopped}, shape))
 			sent := time.Now()
 			rec := stallRecords(t, env["NEMO_TELEMETRY_DIR"], run, "nemo.run.stalled")[0]
@@ -131,23 +139,32 @@ func TestStallNamesTheStoppedRank(t *testing.T) {
 	}
 }
 
-// TestStallNamesALostNode: every rank of node-b dies before iteration 5;
-// the stall names exactly those ranks and the host as lost.
+// TestStallNamesALostNode: every rank of node-b dies before iteration 5
+// (and, alone, one rank of node-a); the stall names exactly those ranks and
+// node-b as lost, in all four shapes.
 func TestStallNamesALostNode(t *testing.T) {
-	env := testEnv(t)
-	env["NEMO_STALL_AFTER"] = stallAfter.String()
-	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
-	roles := map[int]lensemu.HangRole{4: lensemu.Dead, 5: lensemu.Dead, 6: lensemu.Dead, 7: lensemu.Dead}
-	runJob(t, hungJob(c, "run-lost-node", 8, roles, nil))
-	rec := stallRecords(t, env["NEMO_TELEMETRY_DIR"], "run-lost-node", "nemo.run.stalled")[0]
-	attrs := rec.attributes()
-	if got := ints(t, attrs["nemo.stall.culprit_ranks"]); !slices.Equal(got, []int64{4, 5, 6, 7}) {
-		t.Errorf("culprit ranks %v, want [4 5 6 7]", got)
+	for name, shape := range stallShapes {
+		t.Run(name, func(t *testing.T) {
+			env := testEnv(t)
+			env["NEMO_STALL_AFTER"] = stallAfter.String()
+			c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
+			run := runName("run-lost-node", name)
+			roles := map[int]lensemu.HangRole{1: lensemu.Dead, 4: lensemu.Dead, 5: lensemu.Dead, 6: lensemu.Dead, 7: lensemu.Dead}
+			runJob(t, hungJob(c, run, 8, roles, shape))
+			rec := stallRecords(t, env["NEMO_TELEMETRY_DIR"], run, "nemo.run.stalled")[0]
+			attrs := rec.attributes()
+			if got := ints(t, attrs["nemo.stall.culprit_ranks"]); !slices.Equal(got, []int64{1, 4, 5, 6, 7}) {
+				t.Errorf("culprit ranks %v, want [1 4 5 6 7]", got)
+			}
+			if got := strs(attrs["nemo.stall.culprit_hosts"]); !slices.Equal(got, []string{"node-a", "node-b"}) {
+				t.Errorf("culprit hosts %v, want [node-a node-b]", got)
+			}
+			if got := strs(attrs["nemo.stall.lost_hosts"]); !slices.Equal(got, []string{"node-b"}) {
+				t.Errorf("lost hosts %v, want [node-b]: %s", got, rec.str("body"))
+			}
+			c.Stop()
+		})
 	}
-	if got := strs(attrs["nemo.stall.lost_hosts"]); !slices.Equal(got, []string{"node-b"}) {
-		t.Errorf("lost hosts %v, want [node-b]: %s", got, rec.str("body"))
-	}
-	c.Stop()
 }
 
 // TestEvenPauseIsPaused: every rank pauses before iteration 5 for longer
@@ -155,23 +172,31 @@ func TestStallNamesALostNode(t *testing.T) {
 // kind paused that names nobody, then a resumed record; and nothing of the
 // job is lost or miscounted by the records.
 func TestEvenPauseIsPaused(t *testing.T) {
-	env := testEnv(t)
-	env["NEMO_STALL_AFTER"] = stallAfter.String()
-	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
-	ranks := jobVia(func(int) *testcollector.Collector { return c }, "run-ckpt", 4, 6)
-	for i := range ranks {
-		ranks[i].PauseBefore, ranks[i].Pause = 5, stallAfter+4*time.Second
-	}
-	sent := runJob(t, ranks)
-	dir := env["NEMO_TELEMETRY_DIR"]
-	stalled := stallRecords(t, dir, "run-ckpt", "nemo.run.stalled")
-	if attrs := stalled[0].attributes(); attrs["nemo.stall.kind"] != "paused" || len(ints(t, attrs["nemo.stall.culprit_ranks"])) != 0 {
-		t.Errorf("an even pause: want kind paused and no culprit, got %v", attrs)
-	}
-	stallRecords(t, dir, "run-ckpt", "nemo.run.resumed")
-	c.Stop()
-	if got := readTelemetry(t, dir).Result; got != sent {
-		t.Errorf("output holds %s; acknowledged %s", describe(got), describe(sent))
+	for name, shape := range stallShapes {
+		t.Run(name, func(t *testing.T) {
+			env := testEnv(t)
+			env["NEMO_STALL_AFTER"] = stallAfter.String()
+			c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
+			run := runName("run-ckpt", name)
+			ranks := jobVia(func(int) *testcollector.Collector { return c }, run, 4, 6)
+			for i := range ranks {
+				ranks[i].PauseBefore, ranks[i].Pause = 5, stallAfter+4*time.Second
+				if shape != nil {
+					shape(&ranks[i])
+				}
+			}
+			sent := runJob(t, ranks)
+			dir := env["NEMO_TELEMETRY_DIR"]
+			stalled := stallRecords(t, dir, run, "nemo.run.stalled")
+			if attrs := stalled[0].attributes(); attrs["nemo.stall.kind"] != "paused" || len(ints(t, attrs["nemo.stall.culprit_ranks"])) != 0 {
+				t.Errorf("an even pause: want kind paused and no culprit, got %v", attrs)
+			}
+			stallRecords(t, dir, run, "nemo.run.resumed")
+			c.Stop()
+			if got := readTelemetry(t, dir).Result; got != sent {
+				t.Errorf("output holds %s; acknowledged %s", describe(got), describe(sent))
+			}
+		})
 	}
 }
 
