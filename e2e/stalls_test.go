@@ -52,6 +52,15 @@ var stallShapes = map[string]func(*lensemu.Rank){
 	"train.iteration/own_root": func(r *lensemu.Rank) { r.StepSpanName, r.StepsAreRoots = attrkey.MegatronTrainIteration, true },
 }
 
+// stallCollector starts the default preset with NEMO_STALL_AFTER set to
+// stallAfter and returns it with its output directory.
+func stallCollector(t *testing.T) (*testcollector.Collector, string) {
+	t.Helper()
+	env := testEnv(t)
+	env["NEMO_STALL_AFTER"] = stallAfter.String()
+	return testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env}), env["NEMO_TELEMETRY_DIR"]
+}
+
 // runName is a run id for a test of shape.
 func runName(prefix, shape string) string {
 	return prefix + "-" + strings.NewReplacer("/", "-", ".", "-").Replace(shape)
@@ -107,13 +116,11 @@ func strs(v any) []string {
 func TestStallNamesTheStoppedRank(t *testing.T) {
 	for name, shape := range stallShapes {
 		t.Run(name, func(t *testing.T) {
-			env := testEnv(t)
-			env["NEMO_STALL_AFTER"] = stallAfter.String()
-			c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
+			c, dir := stallCollector(t)
 			run := runName("run-hang", name)
 			runJob(t, hungJob(c, run, 4, map[int]lensemu.HangRole{2: lensemu.Stopped}, shape))
 			sent := time.Now()
-			rec := stallRecords(t, env["NEMO_TELEMETRY_DIR"], run, "nemo.run.stalled")[0]
+			rec := stallRecords(t, dir, run, "nemo.run.stalled")[0]
 			t.Logf("stall record %s after the job's last export; %s", time.Since(sent).Round(100*time.Millisecond), rec.str("body"))
 			attrs := rec.attributes()
 			if got := ints(t, attrs["nemo.stall.culprit_ranks"]); !slices.Equal(got, []int64{2}) {
@@ -145,13 +152,11 @@ func TestStallNamesTheStoppedRank(t *testing.T) {
 func TestStallNamesALostNode(t *testing.T) {
 	for name, shape := range stallShapes {
 		t.Run(name, func(t *testing.T) {
-			env := testEnv(t)
-			env["NEMO_STALL_AFTER"] = stallAfter.String()
-			c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
+			c, dir := stallCollector(t)
 			run := runName("run-lost-node", name)
 			roles := map[int]lensemu.HangRole{1: lensemu.Dead, 4: lensemu.Dead, 5: lensemu.Dead, 6: lensemu.Dead, 7: lensemu.Dead}
 			runJob(t, hungJob(c, run, 8, roles, shape))
-			rec := stallRecords(t, env["NEMO_TELEMETRY_DIR"], run, "nemo.run.stalled")[0]
+			rec := stallRecords(t, dir, run, "nemo.run.stalled")[0]
 			attrs := rec.attributes()
 			if got := ints(t, attrs["nemo.stall.culprit_ranks"]); !slices.Equal(got, []int64{1, 4, 5, 6, 7}) {
 				t.Errorf("culprit ranks %v, want [1 4 5 6 7]", got)
@@ -174,9 +179,7 @@ func TestStallNamesALostNode(t *testing.T) {
 func TestEvenPauseIsPaused(t *testing.T) {
 	for name, shape := range stallShapes {
 		t.Run(name, func(t *testing.T) {
-			env := testEnv(t)
-			env["NEMO_STALL_AFTER"] = stallAfter.String()
-			c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
+			c, dir := stallCollector(t)
 			run := runName("run-ckpt", name)
 			ranks := jobVia(func(int) *testcollector.Collector { return c }, run, 4, 6)
 			for i := range ranks {
@@ -186,7 +189,6 @@ func TestEvenPauseIsPaused(t *testing.T) {
 				}
 			}
 			sent := runJob(t, ranks)
-			dir := env["NEMO_TELEMETRY_DIR"]
 			stalled := stallRecords(t, dir, run, "nemo.run.stalled")
 			if attrs := stalled[0].attributes(); attrs["nemo.stall.kind"] != "paused" || len(ints(t, attrs["nemo.stall.culprit_ranks"])) != 0 {
 				t.Errorf("an even pause: want kind paused and no culprit, got %v", attrs)
