@@ -4,6 +4,8 @@
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -53,7 +55,10 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 			name := s.Name()
 			isStep := c.spans.IsStep(name)
 			isWait := !isStep && c.spans.IsWait(name)
-			if !isStep && !isWait && !c.stallRelevant(name) {
+			isJob := slices.Contains(c.jobSpans, name)
+			if !isStep && !isWait && !isJob && !strings.HasPrefix(name, "megatron.") {
+				// Nothing the step metrics or the stall detector read (it
+				// reads every Megatron span's place in the step).
 				continue
 			}
 			if !r.identified {
@@ -72,7 +77,7 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 			case isWait:
 				c.recordWait(&r, s, now, t)
 			}
-			c.recordProgress(&r, s, name, isStep)
+			c.recordProgress(&r, s, name, isStep, isJob)
 		}
 	}
 }

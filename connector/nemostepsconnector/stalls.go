@@ -5,7 +5,6 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,23 +41,15 @@ const (
 	attrServiceInst    = "service.instance.id"
 )
 
-// stallRelevant says whether a span that is neither a step nor a wait span
-// may tell the detector anything: a rank's run-long job span, or one of
-// Megatron's (the detector reads its place in the step). Every other span
-// costs a prefix check.
-func (c *stepsConnector) stallRelevant(name string) bool {
-	return strings.HasPrefix(name, "megatron.") || slices.Contains(c.jobSpans, name)
-}
-
 // recordProgress feeds the detector one span of an identified rank; the
 // rank is looked up once per resource, at the batch's time.
-func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name string, isStep bool) {
+func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name string, isStep, isJob bool) {
 	if !r.tracked {
 		r.tracked = true
 		host, process := processOf(r.attrs)
 		r.tracker = c.stalls.Rank(r.Group, int(r.WorldSize), stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process}, c.batchTime)
 	}
-	span := stall.Span{Name: name, Start: s.StartTimestamp().AsTime(), End: s.EndTimestamp().AsTime(), Job: slices.Contains(c.jobSpans, name)}
+	span := stall.Span{Name: name, Start: s.StartTimestamp().AsTime(), End: s.EndTimestamp().AsTime(), Job: isJob}
 	if isStep {
 		it, ok := c.spans.Iteration(s)
 		if !ok {

@@ -228,13 +228,6 @@ func (r *run) rankOf(id Rank, now time.Time) *rankState {
 	return st
 }
 
-// Span feeds one ended span of a rank of the run runID (world: the world
-// size the rank reports, 0 when none); now is the collector's clock when
-// the span arrived.
-func (d *Detector) Span(runID Run, world int, id Rank, span Span, now time.Time) {
-	d.Rank(runID, world, id, now).Span(span)
-}
-
 // Tracker is one rank's state, for a caller that feeds several spans of
 // one rank (a resource's) without looking it up for each.
 type Tracker struct {
@@ -244,7 +237,9 @@ type Tracker struct {
 	now time.Time
 }
 
-// Rank looks a rank up (creating it) for the spans that arrived at now.
+// Rank looks a rank of the run runID up (creating it; world: the world
+// size the rank reports, 0 when none) for the spans that arrived at now,
+// the collector's clock.
 func (d *Detector) Rank(runID Run, world int, id Rank, now time.Time) Tracker {
 	r := d.runOf(runID, world, now)
 	return Tracker{d: d, r: r, st: r.rankOf(id, now), now: now}

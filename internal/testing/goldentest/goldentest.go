@@ -120,11 +120,7 @@ func Logs(t *testing.T, factory processor.Factory, cfg component.Config, dir str
 	lp, err := factory.CreateLogs(t.Context(), processortest.NewNopSettings(factory.Type()), cfg, sink)
 	require.NoError(t, err)
 	feed(t, lp, lp.ConsumeLogs, dir, opts)
-	got := plog.NewLogs()
-	for _, ld := range sink.AllLogs() {
-		ld.ResourceLogs().MoveAndAppendTo(got.ResourceLogs())
-	}
-	check(t, dir, got, func(want, got plog.Logs) error {
+	check(t, dir, mergeLogs(sink.AllLogs()), func(want, got plog.Logs) error {
 		return plogtest.CompareLogs(want, got,
 			plogtest.IgnoreResourceLogsOrder(),
 			plogtest.IgnoreScopeLogsOrder(),
@@ -150,6 +146,14 @@ func mergeTraces(batches []ptrace.Traces) ptrace.Traces {
 	got := ptrace.NewTraces()
 	for _, td := range batches {
 		td.ResourceSpans().MoveAndAppendTo(got.ResourceSpans())
+	}
+	return got
+}
+
+func mergeLogs(batches []plog.Logs) plog.Logs {
+	got := plog.NewLogs()
+	for _, ld := range batches {
+		ld.ResourceLogs().MoveAndAppendTo(got.ResourceLogs())
 	}
 	return got
 }
