@@ -16,10 +16,11 @@ set -euo pipefail
 
 node=${SLURMD_NODENAME:-$(hostname -s)}
 node_dir="$NEMO_JOB_TELEMETRY_DIR/$node"
-# Node-local status files, one pair per start of the job (a requeued job
+# Status files, one pair per node and start of the job (a requeued job
 # keeps its id): .ready holds the healthy collector's pid, .failed the reason
-# it did not start.
-status_file="${NEMO_RUNTIME_DIR:-/tmp}/otelcol-nemo.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
+# it did not start. The node's name is in the name: where NEMO_RUNTIME_DIR is
+# shared by the nodes, one node's ready file must not stand for another's.
+status_file="${NEMO_RUNTIME_DIR:-/tmp}/otelcol-nemo.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}.$node"
 ready_file="$status_file.ready"
 failed_file="$status_file.failed"
 log="$node_dir/collector.log"

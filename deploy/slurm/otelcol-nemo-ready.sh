@@ -10,7 +10,7 @@
 set -euo pipefail
 
 node=${SLURMD_NODENAME:-$(hostname -s)}
-status_file="${NEMO_RUNTIME_DIR:-/tmp}/otelcol-nemo.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
+status_file="${NEMO_RUNTIME_DIR:-/tmp}/otelcol-nemo.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}.$node"
 timeout=${NEMO_COLLECTOR_START_TIMEOUT:-60}
 deadline=$((SECONDS + timeout))
 

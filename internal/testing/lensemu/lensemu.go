@@ -121,6 +121,19 @@ type Rank struct {
 	// as every rank of a run makes while it saves a checkpoint.
 	PauseBefore int
 	Pause       time.Duration
+	// Barrier, when set, is the run's gradient all-reduce across
+	// processes, and the rank trains in real time: it sleeps until each
+	// span's end before ending it, and in every step, once its
+	// grad_sync.start has ended, it calls Barrier and goes on only when
+	// Barrier returns, as every rank of a run waits in the all-reduce for
+	// the others. The time it waited beyond its own schedule is measured,
+	// not assumed: its grad_sync.finish and everything after lasts that much
+	// longer. A rank whose peer died blocks there; when Barrier returns an
+	// error (the rank was told to stop) the rank ends as a Blocked rank of a
+	// hang: its open spans never end. Each process has a schedule of its
+	// own (its ComputeDuration), so ranks of one run may be separate
+	// processes on separate hosts.
+	Barrier func(ctx context.Context, iteration int) error
 
 	// sched is the step schedule the rank shares with its run, set by Job.
 	sched *schedule
@@ -195,6 +208,9 @@ func (r Rank) check() error {
 	if r.StepDuration != nil && !r.Unsynchronised {
 		return errors.New("lensemu: StepDuration is the step of an Unsynchronised rank; set Unsynchronised, " +
 			"or set ComputeDuration for a rank of a synchronous job (the slowest rank's compute sets every rank's step)")
+	}
+	if r.Barrier != nil && r.Unsynchronised {
+		return errors.New("lensemu: Barrier is the all-reduce of synchronous ranks; an Unsynchronised rank waits for nobody")
 	}
 	if r.ComputeDuration != nil && r.Unsynchronised {
 		return errors.New("lensemu: ComputeDuration is for synchronous ranks; an Unsynchronised rank's step lasts StepDuration")
@@ -321,8 +337,16 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 			r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step, step.HangCutoff(r.StepSpanName, r.HangRole))
 			return nil // hung: the job spans stay open
 		}
-		r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step, step.Duration())
-		d := step.Duration()
+		var d time.Duration
+		if r.Barrier != nil {
+			var blocked bool
+			if d, blocked = r.emitRealStep(ctx, trainCtx, tracer, it, t0.Add(cursor), step); blocked {
+				return nil // hung in the all-reduce: the job spans stay open
+			}
+		} else {
+			r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step, step.Duration())
+			d = step.Duration()
+		}
 		cursor += d
 		loss := lossAt(it)
 		inst.stepDuration.Record(ctx, float64(d.Milliseconds()))

@@ -4,7 +4,10 @@
 package lensemu
 
 import (
+	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,4 +310,74 @@ func TestPause(t *testing.T) {
 		assert.Equal(t, 3, names[rank][attrkey.MegatronTrainStep])
 		assert.Equal(t, 1, names[rank][lensfixture.Pretrain])
 	}
+}
+
+// memBarrier is an all-reduce of ranks in one process: iteration it
+// completes once world ranks arrived, or fails at failAt.
+func memBarrier(world, failAt int) func(context.Context, int) error {
+	var mu sync.Mutex
+	arrived, done := map[int]int{}, map[int]chan struct{}{}
+	return func(ctx context.Context, it int) error {
+		if it == failAt {
+			return errors.New("stopped")
+		}
+		mu.Lock()
+		if done[it] == nil {
+			done[it] = make(chan struct{})
+		}
+		ch := done[it]
+		arrived[it]++
+		if arrived[it] == world {
+			close(ch)
+		}
+		mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// With a Barrier the ranks train in real time and wait for each other for
+// real: the slow rank's longer compute shows as the others' longer
+// grad_sync.finish, measured, and the steps end together.
+func TestBarrierWaitsForTheSlowestRank(t *testing.T) {
+	barrier := memBarrier(2, 0)
+	ranks := job(2, func(r *Rank) {
+		r.Barrier = barrier
+		if r.Rank == 1 {
+			r.ComputeDuration = func(it int) time.Duration { return time.Duration(1+2*btoi(it == 2)) * DefaultComputeDuration }
+		}
+	})
+	steps := sendJob(t, ranks)
+	fast, slow := steps[[2]int64{0, 2}], steps[[2]int64{1, 2}]
+	assert.Equal(t, DefaultComputeDuration, dur(fast[lensfixture.ForwardBackward]))
+	assert.Equal(t, 3*DefaultComputeDuration, dur(slow[lensfixture.ForwardBackward]))
+	// The fast rank waited at least the difference of the computes.
+	assert.GreaterOrEqual(t, dur(fast[lensfixture.GradSyncFinish]), 2*DefaultComputeDuration)
+	assert.Less(t, dur(slow[lensfixture.GradSyncFinish]), dur(fast[lensfixture.GradSyncFinish]))
+	// Both leave the all-reduce when the slow rank arrives: the steps end
+	// within the barrier's reaction of each other, not a compute apart.
+	gap := fast[attrkey.MegatronTrainStep].end.Sub(slow[attrkey.MegatronTrainStep].end).Abs()
+	assert.Less(t, gap, DefaultComputeDuration, "the steps end together")
+}
+
+// A Barrier that fails (the rank was stopped in the all-reduce) leaves the
+// rank hung there: it ended its compute and grad_sync.start, nothing after.
+func TestBarrierStopped(t *testing.T) {
+	ranks := job(1, func(r *Rank) { r.Barrier = memBarrier(1, 2) })
+	names := spanNames(t, ranks)
+	assert.Equal(t, 1, names[0][attrkey.MegatronTrainStep])
+	assert.Equal(t, 2, names[0][lensfixture.GradSyncStart])
+	assert.Equal(t, 1, names[0][lensfixture.GradSyncFinish])
+	assert.Zero(t, names[0][lensfixture.Train], "the job span ended")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

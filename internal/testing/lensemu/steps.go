@@ -87,6 +87,9 @@ func (r Rank) stepOf(it int) lensfixture.Step {
 // jobStart is when the rank's job started: its run's, or for an
 // Unsynchronised rank early enough that its last step ends about now.
 func (r Rank) jobStart() time.Time {
+	if r.Barrier != nil {
+		return time.Now().Add(-setupTime) // real time: the first step starts now
+	}
 	if !r.Unsynchronised {
 		return r.sched.t0
 	}
@@ -104,6 +107,16 @@ func (r Rank) jobStart() time.Time {
 // cutoff (from start) are never ended: a hung step's open spans.
 func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start time.Time, step lensfixture.Step, cutoff time.Duration) {
 	plans := step.Plans(r.StepSpanName)
+	spans := r.startSpans(ctx, tracer, it, start, plans)
+	for _, i := range lensfixture.ExportOrder(plans) {
+		if plans[i].To <= cutoff {
+			spans[i].End(trace.WithTimestamp(start.Add(plans[i].To)))
+		}
+	}
+}
+
+// startSpans starts the spans of plans under their parents, parents first.
+func (r Rank) startSpans(ctx context.Context, tracer trace.Tracer, it int, start time.Time, plans []lensfixture.Plan) []trace.Span {
 	ctxs := make([]context.Context, len(plans))
 	spans := make([]trace.Span, len(plans))
 	microbatch := -1
@@ -121,11 +134,31 @@ func (r Rank) emitStep(ctx context.Context, tracer trace.Tracer, it int, start t
 			spans[i].SetStatus(codes.Error, "optimizer step failed")
 		}
 	}
+	return spans
+}
+
+// emitRealStep is emitStep in real time with the run's all-reduce
+// (Rank.Barrier) after grad_sync.start: every span ends when its plan says,
+// those after the barrier later by the time the rank waited there beyond
+// its own schedule. It returns how long the step lasted, or blocked when
+// the barrier failed: the spans still open then are never ended.
+func (r Rank) emitRealStep(ctx, trainCtx context.Context, tracer trace.Tracer, it int, start time.Time, step lensfixture.Step) (time.Duration, bool) {
+	plans := step.Plans(r.StepSpanName)
+	spans := r.startSpans(trainCtx, tracer, it, start, plans)
+	var waited time.Duration
 	for _, i := range lensfixture.ExportOrder(plans) {
-		if plans[i].To <= cutoff {
-			spans[i].End(trace.WithTimestamp(start.Add(plans[i].To)))
+		at := start.Add(plans[i].To + waited)
+		time.Sleep(time.Until(at))
+		spans[i].End(trace.WithTimestamp(at))
+		if plans[i].Name != lensfixture.GradSyncStart {
+			continue
 		}
+		if err := r.Barrier(ctx, it); err != nil {
+			return 0, true
+		}
+		waited = max(0, time.Since(at))
 	}
+	return step.Duration() + waited, false
 }
 
 // spanOptions are what the emulator adds to the fixture's span p of step
@@ -161,7 +194,7 @@ func withSchedules(ranks []Rank) []Rank {
 	ranks = slices.Clone(ranks)
 	byRun := map[string][]Rank{}
 	for i := range ranks {
-		if !ranks[i].Unsynchronised {
+		if shared(ranks[i]) {
 			byRun[ranks[i].RunID] = append(byRun[ranks[i].RunID], ranks[i])
 		}
 	}
@@ -170,9 +203,14 @@ func withSchedules(ranks []Rank) []Rank {
 		scheds[run] = newSchedule(rs)
 	}
 	for i := range ranks {
-		if !ranks[i].Unsynchronised {
+		if shared(ranks[i]) {
 			ranks[i].sched = scheds[ranks[i].RunID]
 		}
 	}
 	return ranks
 }
+
+// shared reports whether the rank takes its run's schedule: a synchronous
+// rank without a Barrier (with one, it waits for the others for real, and
+// its schedule is its own compute).
+func shared(r Rank) bool { return !r.Unsynchronised && r.Barrier == nil }

@@ -64,9 +64,18 @@ func run() error {
 	segments := flag.Int("segments", 1, "segments to run")
 	steps := flag.Int("steps", 3, "training iterations per segment")
 	pause := flag.Duration("pause", 0, "pause between segments")
+	barrier := flag.String("barrier", "", "train in real time, synchronously with the job's other ranks: "+
+		"each step's all-reduce is a barrier of files under this directory, shared by every node (see barrier.go)")
+	compute := flag.Duration("compute", 0, "compute time of a step (megatron.forward_backward); default lensemu's")
+	slowRank := flag.Int("slow-rank", -1, "the rank that computes -slow-factor times longer on -slow-iteration")
+	slowIteration := flag.Int("slow-iteration", 0, "the iteration of -slow-rank's slow step")
+	slowFactor := flag.Float64("slow-factor", 3, "how many times longer -slow-rank computes on -slow-iteration")
 	flag.Parse()
 	if *out == "" {
 		return errors.New("-out is required")
+	}
+	if (*compute != 0 || *slowRank >= 0) && *barrier == "" {
+		return errors.New("-compute and -slow-rank need -barrier: without it the ranks of one job do not wait for each other across processes")
 	}
 	stop, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
@@ -82,11 +91,16 @@ func run() error {
 			return fmt.Errorf("SLURM_RESTART_COUNT %q: %w", v, err)
 		}
 	}
+	if *barrier != "" {
+		b := fileBarrier{dir: filepath.Join(*barrier, rep.JobID, strconv.Itoa(rep.RestartCount)), rank: r.Rank, world: r.WorldSize, stop: stop}
+		r.Barrier = b.wait
+		r.ComputeDuration = computeTimes(r.Rank, *compute, *slowRank, *slowIteration, *slowFactor)
+	}
 	path := filepath.Join(*out, rep.JobID, strconv.Itoa(rep.RestartCount), fmt.Sprintf("rank-%d.json", r.Rank))
 	for rep.Segments < *segments && stop.Err() == nil {
 		// A segment started is finished even after SIGTERM: it is the flush
 		// a rank does on its way out, and it counts only what is acknowledged.
-		ctx, done := context.WithTimeout(context.Background(), segmentTimeout)
+		ctx, done := segmentContext(stop, *barrier != "")
 		res, err := r.Run(ctx)
 		done()
 		rep.Acknowledged = rep.Acknowledged.Add(res)
@@ -102,7 +116,8 @@ func run() error {
 		case <-time.After(*pause):
 		}
 	}
-	rep.Done = rep.Segments == *segments
+	// A rank stopped (SIGTERM) in its last segment did not finish it.
+	rep.Done = rep.Segments == *segments && stop.Err() == nil
 	if err := writeReport(path, rep); err != nil {
 		return err
 	}
@@ -110,6 +125,32 @@ func run() error {
 		return fmt.Errorf("rank %d: %d export errors, first: %s", r.Rank, len(rep.Errors), rep.Errors[0])
 	}
 	return nil
+}
+
+// segmentContext bounds one segment: by segmentTimeout, or, for a rank in
+// real time (-barrier), which may block in its all-reduce for as long as a
+// peer is gone, by segmentTimeout after SIGTERM.
+func segmentContext(stop context.Context, realTime bool) (context.Context, context.CancelFunc) {
+	if !realTime {
+		return context.WithTimeout(context.Background(), segmentTimeout)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopTimer := context.AfterFunc(stop, func() { time.AfterFunc(segmentTimeout, cancel) })
+	return ctx, func() { stopTimer(); cancel() }
+}
+
+// computeTimes is a rank's compute time per iteration: compute (lensemu's
+// default when 0), factor times that for slowRank on slowIteration.
+func computeTimes(rank int, compute time.Duration, slowRank, slowIteration int, factor float64) func(int) time.Duration {
+	if compute == 0 {
+		compute = lensemu.DefaultComputeDuration
+	}
+	return func(it int) time.Duration {
+		if rank == slowRank && it == slowIteration {
+			return time.Duration(float64(compute) * factor)
+		}
+		return compute
+	}
 }
 
 // rankFromEnv builds the rank from the launcher's environment.
