@@ -262,11 +262,13 @@ func findRunOwners(t *testing.T, agents []*testcollector.Collector, gws []*gatew
 	return owner, ranks, results
 }
 
-// lineCounts is what a gateway's files hold per run: every complete line,
-// and the distinct ones (a line sent twice, at-least-once, is the same
-// bytes).
+// lineCounts is what a gateway's files hold per run of what the ranks sent
+// (not the step points and stall records the collector derived): every
+// complete line, and the distinct ones (a line sent twice, at-least-once, is
+// the same bytes), also by rank.
 type lineCounts struct {
 	total, distinct map[string]lensemu.Result
+	byRank          map[string]map[int64]lensemu.Result // distinct, by run and rank
 }
 
 // countLines reads every JSONL file under dir, whose path is
@@ -276,7 +278,7 @@ type lineCounts struct {
 func countLines(t *testing.T, dir string) lineCounts {
 	t.Helper()
 	seed := maphash.MakeSeed()
-	out := lineCounts{total: map[string]lensemu.Result{}, distinct: map[string]lensemu.Result{}}
+	out := lineCounts{total: map[string]lensemu.Result{}, distinct: map[string]lensemu.Result{}, byRank: map[string]map[int64]lensemu.Result{}}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !isOutputFile(path) {
 			return err
@@ -293,14 +295,25 @@ func countLines(t *testing.T, dir string) lineCounts {
 			if err != nil { // the end, or a line (or frame) still being written
 				break
 			}
-			if bytes.HasPrefix(line, stepPointPrefix) {
+			if derivedLine(line) {
 				continue // derived by the collector (nemo_steps), not sent by a rank
 			}
-			out.total[run] = out.total[run].Add(one)
-			if h := maphash.Bytes(seed, line); !seen[h] {
-				seen[h] = true
-				out.distinct[run] = out.distinct[run].Add(one)
+			h := maphash.Bytes(seed, line)
+			if seen[h] {
+				out.total[run] = out.total[run].Add(one)
+				continue
 			}
+			seen[h] = true
+			rec := decodeRecord(t, rel, line)
+			if ev, _ := rec.attributes()["event.name"].(string); strings.HasPrefix(ev, "nemo.run.") {
+				continue // a stall record, derived too
+			}
+			out.total[run] = out.total[run].Add(one)
+			out.distinct[run] = out.distinct[run].Add(one)
+			if out.byRank[run] == nil {
+				out.byRank[run] = map[int64]lensemu.Result{}
+			}
+			out.byRank[run][rec.rank()] = out.byRank[run][rec.rank()].Add(one)
 		}
 		return nil
 	})
@@ -308,6 +321,11 @@ func countLines(t *testing.T, dir string) lineCounts {
 		t.Fatalf("walk %s: %v", dir, err)
 	}
 	return out
+}
+
+// derivedLine reports whether a metrics line is one of nemo_steps' points.
+func derivedLine(line []byte) bool {
+	return bytes.HasPrefix(line, stepPointPrefix) || bytes.HasPrefix(line, stallPointPrefix) || bytes.HasPrefix(line, behindPointPrefix)
 }
 
 // retriesTo counts the agents' log lines that retry an export to endpoint.

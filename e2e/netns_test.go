@@ -4,9 +4,12 @@
 package e2e
 
 // Several hosts on one machine: one Linux network namespace per host, each
-// with a veth pair on a bridge of its own and an address of a private range
-// that exists inside the namespaces only (the host's namespace gets no
-// address on it, so nothing outside can reach them or be reached). Each
+// with a veth pair on a bridge and an address of a private range that exists
+// inside the namespaces only. The bridge lives in a namespace of its own
+// too, so that nothing of the cluster is in the machine's namespace: its
+// firewall (dockerd's FORWARD DROP, which br_netfilter applies to bridged
+// traffic) does not see the cluster's packets, and nothing outside can reach
+// them or be reached. Each
 // process started on a host also gets a UTS namespace with the host's name
 // and a mount namespace in which /etc/hosts names every host (a bind mount
 // of the test's own file). The processes enter the network namespace with
@@ -92,8 +95,9 @@ func newLAN(t *testing.T, hosts ...string) *lan {
 		}
 	}
 	t.Cleanup(l.remove)
-	run("link", "add", bridge, "type", "bridge")
-	run("link", "set", bridge, "up")
+	run("netns", "add", l.switchNetns())
+	run("-n", l.switchNetns(), "link", "add", bridge, "type", "bridge")
+	run("-n", l.switchNetns(), "link", "set", bridge, "up")
 	var hostsFile strings.Builder
 	hostsFile.WriteString("127.0.0.1 localhost\n")
 	for i, h := range hosts {
@@ -104,7 +108,8 @@ func newLAN(t *testing.T, hosts ...string) *lan {
 		ns, veth := l.netns(h), fmt.Sprintf("nv%s%d", l.id, i)
 		run("netns", "add", ns)
 		run("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-		run("link", "set", veth, "master", bridge, "up")
+		run("link", "set", veth, "netns", l.switchNetns())
+		run("-n", l.switchNetns(), "link", "set", veth, "master", bridge, "up")
 		run("-n", ns, "link", "set", "lo", "up")
 		run("-n", ns, "addr", "add", l.addr[h]+"/24", "dev", "eth0")
 		run("-n", ns, "link", "set", "eth0", "up")
@@ -116,6 +121,9 @@ func newLAN(t *testing.T, hosts ...string) *lan {
 }
 
 func (l *lan) netns(host string) string { return "nemo-" + l.id + "-" + host }
+
+// switchNetns is the namespace of the bridge.
+func (l *lan) switchNetns() string { return "nemo-" + l.id + "-switch" }
 
 // argv is the arguments of nsenter that run name on host: in its network
 // namespace, with the host's name in a UTS namespace of its own. The
@@ -188,7 +196,8 @@ func (l *lan) httpGet(host, addr, path string) (string, error) {
 	return body, nil
 }
 
-// remove stops what runs in the namespaces and removes them and the bridge.
+// remove stops what runs in the namespaces and removes them (the bridge
+// goes with its namespace).
 func (l *lan) remove() {
 	for _, h := range l.hosts {
 		for range 100 {
@@ -203,5 +212,5 @@ func (l *lan) remove() {
 		}
 		_ = exec.Command("ip", "netns", "del", l.netns(h)).Run() //nolint:gosec // G204: the test's own namespace name
 	}
-	_ = exec.Command("ip", "link", "del", "nb"+l.id).Run() //nolint:gosec // G204: the test's own bridge
+	_ = exec.Command("ip", "netns", "del", l.switchNetns()).Run() //nolint:gosec // G204: the test's own namespace name (it holds the bridge)
 }

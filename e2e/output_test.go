@@ -151,7 +151,7 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 					got.ErrorSpans = append(got.ErrorSpans, fmt.Sprintf("%d/%s", rec.rank(), rec.str("name")))
 				}
 			case "metrics.jsonl":
-				if bytes.HasPrefix(line, stepPointPrefix) || bytes.HasPrefix(line, stallPointPrefix) || bytes.HasPrefix(line, behindPointPrefix) {
+				if derivedLine(line) {
 					got.StepPoints = append(got.StepPoints, rec)
 					return
 				}

@@ -4,12 +4,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -403,7 +399,7 @@ func waitGatewayRun(t *testing.T, gw *nsGateway, run string, reports map[int]len
 	var got map[int64]lensemu.Result
 	deadline := time.Now().Add(redeliveryTimeout)
 	for {
-		got = distinctByRank(t, filepath.Join(gw.dir, run))
+		got = countLines(t, gw.dir).byRank[run]
 		// A rank killed with its node wrote no report of what it had
 		// acknowledged: it may have anything up to what a live rank has.
 		for _, r := range lostRanks(got, want) {
@@ -443,54 +439,6 @@ func lostRanks(got, want map[int64]lensemu.Result) []int64 {
 		}
 	}
 	return lost
-}
-
-// distinctByRank counts the distinct lines of the files of one run by rank:
-// spans, data points and log records the ranks sent (not the step points
-// and stall records the gateway derived).
-func distinctByRank(t *testing.T, dir string) map[int64]lensemu.Result {
-	t.Helper()
-	seed := maphash.MakeSeed()
-	seen := map[uint64]bool{}
-	counts := map[int64]lensemu.Result{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !isOutputFile(path) {
-			return err
-		}
-		one := lineItem(t, filepath.Base(path))
-		f := openOutput(t, path)
-		defer f.Close()
-		r := bufio.NewReaderSize(f, 1<<20)
-		for {
-			line, err := r.ReadBytes('\n')
-			if err != nil { // the end, or a line (or frame) still being written
-				break
-			}
-			if bytes.HasPrefix(line, stepPointPrefix) || bytes.HasPrefix(line, stallPointPrefix) || bytes.HasPrefix(line, behindPointPrefix) {
-				continue
-			}
-			h := maphash.Bytes(seed, line)
-			if seen[h] {
-				continue
-			}
-			seen[h] = true
-			var rec record
-			dec := json.NewDecoder(bytes.NewReader(line))
-			dec.UseNumber()
-			if err := dec.Decode(&rec); err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			if ev, _ := rec.attributes()["event.name"].(string); strings.HasPrefix(ev, "nemo.run.") {
-				continue
-			}
-			counts[rec.rank()] = counts[rec.rank()].Add(one)
-		}
-		return nil
-	})
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatalf("walk %s: %v", dir, err)
-	}
-	return counts
 }
 
 // checkStepMetrics checks the gateway's step metrics of run: every rank of
