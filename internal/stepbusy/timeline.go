@@ -32,15 +32,17 @@ const timelineSteps = 4
 // Like History it keeps at most about 2 x limit ranks in two generations.
 // Not safe for concurrent use.
 type Timeline[K comparable] struct {
-	ranks Generations[K, *rankSteps]
+	ranks Generations[K, *RankSteps]
 }
 
 type stepSpan struct {
 	iteration, start, end int64
 }
 
-// rankSteps is a ring of a rank's last step spans.
-type rankSteps struct {
+// RankSteps is one rank's timeline: a ring of its last step spans. A
+// component that places many spans of one resource looks the rank up once
+// (Timeline.Rank) and places them here.
+type RankSteps struct {
 	steps [timelineSteps]stepSpan
 	n     int // steps recorded, at most timelineSteps
 	next  int
@@ -50,17 +52,47 @@ type rankSteps struct {
 
 // NewTimeline remembers the recent steps of up to about 2 x limit ranks.
 func NewTimeline[K comparable](limit int) *Timeline[K] {
-	return &Timeline[K]{ranks: *NewGenerations[K, *rankSteps](limit)}
+	return &Timeline[K]{ranks: *NewGenerations[K, *RankSteps](limit)}
 }
 
-// Add records a step span [start, end) of rank (ns): a span starting at its
-// end belongs to the next step, which starts there in synchronous training.
-// A step span without a usable duration (end < start) is ignored.
+// Add records a step span [start, end) of rank (ns), as RankSteps.Add.
 func (tl *Timeline[K]) Add(rank K, iteration, start, end int64) {
 	if end < start {
 		return
 	}
-	r := tl.get(rank, true)
+	tl.Rank(rank).Add(iteration, start, end)
+}
+
+// Place ties a span of rank starting at t (ns) to its step, as
+// RankSteps.Place; Unknown for a rank with no step recorded.
+func (tl *Timeline[K]) Place(rank K, t int64) (int64, Place) {
+	r, ok := tl.ranks.Get(rank)
+	if !ok {
+		return 0, Unknown
+	}
+	return r.Place(t)
+}
+
+// Rank is rank's timeline, created when new.
+func (tl *Timeline[K]) Rank(rank K) *RankSteps {
+	if r, ok := tl.ranks.Get(rank); ok {
+		return r
+	}
+	r := &RankSteps{}
+	tl.ranks.insert(rank, r)
+	return r
+}
+
+// Len is the number of ranks remembered.
+func (tl *Timeline[K]) Len() int { return tl.ranks.Len() }
+
+// Add records a step span [start, end) (ns): a span starting at its end
+// belongs to the next step, which starts there in synchronous training. A
+// step span without a usable duration (end < start) is ignored.
+func (r *RankSteps) Add(iteration, start, end int64) {
+	if end < start {
+		return
+	}
 	r.steps[r.next] = stepSpan{iteration: iteration, start: start, end: end}
 	r.next = (r.next + 1) % timelineSteps
 	r.n = min(r.n+1, timelineSteps)
@@ -69,14 +101,10 @@ func (tl *Timeline[K]) Add(rank K, iteration, start, end int64) {
 	}
 }
 
-// Place ties a span of rank starting at t (ns) to the step span that covers
-// it: its iteration and InStep; or says it is Outside every step, or
-// Unknown yet.
-func (tl *Timeline[K]) Place(rank K, t int64) (int64, Place) {
-	r := tl.get(rank, false)
-	if r == nil {
-		return 0, Unknown
-	}
+// Place ties a span starting at t (ns) to the step span that covers it:
+// its iteration and InStep; or says it is Outside every step, or Unknown
+// yet.
+func (r *RankSteps) Place(t int64) (int64, Place) {
 	for i := range r.n {
 		if s := r.steps[i]; s.start <= t && t < s.end {
 			return s.iteration, InStep
@@ -86,16 +114,4 @@ func (tl *Timeline[K]) Place(rank K, t int64) (int64, Place) {
 		return 0, Outside
 	}
 	return 0, Unknown
-}
-
-// Len is the number of ranks remembered.
-func (tl *Timeline[K]) Len() int { return tl.ranks.Len() }
-
-func (tl *Timeline[K]) get(rank K, create bool) *rankSteps {
-	if r, ok := tl.ranks.Get(rank); ok || !create {
-		return r
-	}
-	r := &rankSteps{}
-	tl.ranks.insert(rank, r)
-	return r
 }

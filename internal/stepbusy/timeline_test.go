@@ -63,3 +63,20 @@ func TestTimelineBoundsRanks(t *testing.T) {
 	_, p := tl.Place(99, 5)
 	assert.Equal(t, InStep, p, "recent ranks are kept")
 }
+
+// A rank looked up once places like the timeline, and is the timeline's.
+func TestTimelineRankHandle(t *testing.T) {
+	tl := NewTimeline[int](8)
+	r := tl.Rank(1)
+	_, p := r.Place(50)
+	assert.Equal(t, Unknown, p, "a new rank knows no step")
+	r.Add(7, 100, 200)
+	it, p := tl.Place(1, 150)
+	assert.Equal(t, InStep, p, "added through the handle, seen by the timeline")
+	assert.Equal(t, int64(7), it)
+	assert.Same(t, r, tl.Rank(1), "one rank, one timeline")
+	tl.Add(1, 8, 200, 300)
+	it, p = r.Place(250)
+	assert.Equal(t, InStep, p)
+	assert.Equal(t, int64(8), it)
+}

@@ -87,8 +87,22 @@ func (p *Placer[K]) Seen(rank K, iteration, start, end int64) bool {
 	return place == stepbusy.InStep && it == iteration
 }
 
+// Rank is rank's timeline, created when new: a component placing many
+// spans of one resource looks its rank up once.
+func (p *Placer[K]) Rank(rank K) *stepbusy.RankSteps { return p.timeline.Rank(rank) }
+
 // Ranks is the number of ranks remembered.
 func (p *Placer[K]) Ranks() int { return p.timeline.Len() }
+
+// Where ties a span that is not a step span to its rank's step: a trace root
+// (a job span) belongs to no step; any other span to the step span of its
+// rank that covers its start, Outside every step, or Unknown yet.
+func Where(r *stepbusy.RankSteps, s ptrace.Span) (int64, stepbusy.Place) {
+	if s.ParentSpanID().IsEmpty() {
+		return 0, stepbusy.Outside
+	}
+	return r.Place(Nanos(s.StartTimestamp()))
+}
 
 // Waiting are a rank's spans (or what a component keeps of them) that no
 // step span seen so far places, oldest first: their step span, which ends
@@ -152,6 +166,29 @@ func Resolve[K comparable, P any](p *Placer[K], rank K, w *Waiting[P], expiredBe
 	clear(w.items[len(kept):])
 	w.items = kept
 	return placed, expired
+}
+
+// RemoveIf removes the items remove says, in arrival order, and returns how
+// many it removed; remove may keep what it removes (emit it, drop it).
+func (w *Waiting[P]) RemoveIf(remove func(item P, start int64, arrived time.Duration) bool) int {
+	kept := w.items[:0]
+	for _, it := range w.items {
+		if !remove(it.item, it.start, it.arrived) {
+			kept = append(kept, it)
+		}
+	}
+	n := len(w.items) - len(kept)
+	clear(w.items[len(kept):])
+	w.items = kept
+	return n
+}
+
+// Oldest is when the oldest item arrived; false when none waits.
+func (w *Waiting[P]) Oldest() (time.Duration, bool) {
+	if len(w.items) == 0 {
+		return 0, false
+	}
+	return w.items[0].arrived, true
 }
 
 // Clear forgets every waiting item and returns how many there were.

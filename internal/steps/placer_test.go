@@ -69,3 +69,46 @@ func TestWaitingIsBounded(t *testing.T) {
 	assert.Equal(t, 3, w.Add(9, 0, 10, 9, 3), "arrived before 9: expired")
 	assert.Equal(t, 1, w.Clear())
 }
+
+// Where: a root that is not a step span (a job span) is in no step, any
+// other span in the step span of its rank that covers its start.
+func TestWhere(t *testing.T) {
+	p := NewPlacer[int](16)
+	r := p.Rank(1)
+	r.Add(7, 100, 200)
+	s := ptrace.NewSpan()
+	s.SetStartTimestamp(150)
+	_, where := Where(r, s)
+	assert.Equal(t, stepbusy.Outside, where, "a trace root")
+	s.SetParentSpanID([8]byte{1})
+	it, where := Where(r, s)
+	assert.Equal(t, stepbusy.InStep, where)
+	assert.Equal(t, int64(7), it)
+	s.SetStartTimestamp(250)
+	_, where = Where(r, s)
+	assert.Equal(t, stepbusy.Unknown, where, "its step span may still come")
+}
+
+func TestWaitingRemoveIfAndOldest(t *testing.T) {
+	var w Waiting[string]
+	_, ok := w.Oldest()
+	assert.False(t, ok)
+	w.Add("a", 10, 1, noExpiryForTest, 8)
+	w.Add("b", 20, 2, noExpiryForTest, 8)
+	w.Add("c", 30, 3, noExpiryForTest, 8)
+	var gone []string
+	n := w.RemoveIf(func(item string, start int64, arrived time.Duration) bool {
+		if start == 20 || arrived == 1 {
+			gone = append(gone, item)
+			return true
+		}
+		return false
+	})
+	assert.Equal(t, 2, n)
+	assert.Equal(t, []string{"a", "b"}, gone, "in arrival order")
+	oldest, ok := w.Oldest()
+	assert.True(t, ok)
+	assert.Equal(t, time.Duration(3), oldest)
+}
+
+const noExpiryForTest = -time.Hour

@@ -20,41 +20,32 @@ type rankID struct {
 	rank  int64
 }
 
-// heldChunk is one resource's spans from one batch, moved out of the batch
-// whole (no copy). Its spans are referenced in place and leave it only when
-// they are passed on. It is counted against max_buffered_spans, all its
-// spans, until none of them waits any more; then it is garbage.
-type heldChunk struct {
-	rs      ptrace.ResourceSpans
-	arrival time.Duration
-	spans   int
-	// waiting counts the references still held (pending or in an open
-	// step), plus one while the batch that brought the chunk is placed.
-	waiting int
-	// observed marks a skeleton of a kept rank's spans (ids, names and
-	// timestamps only): its spans passed through untouched and are here only
-	// to tie wait spans to steps. It does not count as held in the metric.
-	observed bool
+// heldSpan is a span of a dropped rank that the buffer holds, in place in
+// its chunk (steps.Chunk: the resource moved out of its batch whole).
+type heldSpan = steps.Held[rankID]
+
+// pendingSpan is a span of a rank on its way to its step: placed at once,
+// or waiting in its rank's state for a step span that covers its start.
+type pendingSpan struct {
+	// held is the span when the buffer holds it: a dropped rank's, not
+	// passed on already. Its Chunk is nil otherwise: a kept rank's span, or
+	// one keep_errors passed on, which only gives its times to busy times.
+	held heldSpan
+	// wait marks a wait span, whose interval iv counts in its rank's busy
+	// time; for a step span iv is the step's.
+	wait bool
+	iv   stepbusy.Interval
+	// dropped marks a span of a rank the strategy drops.
+	dropped bool
 }
 
-// spanRef is one held span.
-type spanRef struct {
-	chunk *heldChunk
-	span  ptrace.Span
-	scope int32
-	// ghost marks a span that has been passed on already (keep_errors kept
-	// it, or it belongs to a kept rank): it ties its children to its step
-	// and gives its times to the busy time, but is never passed on again.
-	ghost bool
-}
-
-// rankState is a rank's spans not yet tied to a step, in arrival order. It
-// outlives them by a span_wait, so that a rank sending every few seconds
-// reuses it.
+// rankState is a rank's spans that no step span seen so far places, in
+// arrival order. It outlives them by a span_wait, so that a rank sending
+// every few seconds reuses it.
 type rankState struct {
-	id         rankID
-	unresolved []spanRef
-	lastSeen   time.Duration
+	id       rankID
+	pending  steps.Waiting[pendingSpan]
+	lastSeen time.Duration
 }
 
 // rankStep is one rank's part of an open step.
@@ -67,7 +58,7 @@ type rankStep struct {
 	// stragglers.
 	dropped bool
 	waits   []stepbusy.Interval
-	held    []spanRef
+	held    []heldSpan
 }
 
 func (rs *rankStep) busy() int64 {
@@ -109,33 +100,3 @@ func spanInterval(s ptrace.Span) stepbusy.Interval {
 }
 
 func clampNanos(ns uint64) int64 { return int64(min(ns, math.MaxInt64)) }
-
-// skeletonOf copies into dst what tying a kept rank's wait spans to their
-// steps needs of rs: ids, names, timestamps and, on step spans, the
-// iteration. It is much cheaper than a full copy.
-func skeletonOf(rs, dst ptrace.ResourceSpans, isStep func(string) bool, iterKey string) int {
-	n := 0
-	out := dst.ScopeSpans().AppendEmpty().Spans()
-	sss := rs.ScopeSpans()
-	for i := 0; i < sss.Len(); i++ {
-		spans := sss.At(i).Spans()
-		out.EnsureCapacity(out.Len() + spans.Len())
-		for j := 0; j < spans.Len(); j++ {
-			s := spans.At(j)
-			c := out.AppendEmpty()
-			c.SetTraceID(s.TraceID())
-			c.SetSpanID(s.SpanID())
-			c.SetParentSpanID(s.ParentSpanID())
-			c.SetName(s.Name())
-			c.SetStartTimestamp(s.StartTimestamp())
-			c.SetEndTimestamp(s.EndTimestamp())
-			if isStep(s.Name()) {
-				if v, ok := s.Attributes().Get(iterKey); ok {
-					v.CopyTo(c.Attributes().PutEmpty(iterKey))
-				}
-			}
-			n++
-		}
-	}
-	return n
-}

@@ -9,6 +9,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // keptOutput collects kept straggler spans, grouped under copies of their
@@ -16,24 +17,26 @@ import (
 type keptOutput struct {
 	td    ptrace.Traces
 	count int
-	mover pdatautil.SpanMover[*heldChunk]
+	mover pdatautil.SpanMover[*steps.Chunk[rankID]]
 }
 
 func newKeptOutput() keptOutput {
-	o := keptOutput{td: ptrace.NewTraces(), mover: pdatautil.NewSpanMover[*heldChunk]()}
+	o := keptOutput{td: ptrace.NewTraces(), mover: pdatautil.NewSpanMover[*steps.Chunk[rankID]]()}
 	o.mover.Reset(o.td.ResourceSpans())
 	return o
 }
 
 // add moves the span out of its chunk into the output and marks it with the
-// reason and the rank's scores.
-func (o *keptOutput) add(ref spanRef, score stepbusy.Score) {
-	dst := o.mover.Move(ref.chunk, ref.chunk.rs, int(ref.scope), ref.span)
+// reason and the rank's scores. It reports whether the chunk holds nothing
+// more.
+func (o *keptOutput) add(h heldSpan, score stepbusy.Score) bool {
+	dst, emptied := h.Move(&o.mover)
 	attrs := dst.Attributes()
 	attrs.PutStr(attrkey.KeptReason, reasonStraggler.String())
 	attrs.PutDouble(attrkey.RelativeScore, stepbusy.Round3(score.Relative))
 	attrs.PutDouble(attrkey.IndividualScore, stepbusy.Round3(score.Individual))
 	o.count++
+	return emptied
 }
 
 func (o *keptOutput) take() (ptrace.Traces, int) {

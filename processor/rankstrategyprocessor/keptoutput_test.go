@@ -12,6 +12,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // Kept spans come out under a copy of their resource and scope, one resource
@@ -28,12 +29,19 @@ func TestKeptOutputGroupsByChunkAndScope(t *testing.T) {
 			ss.Spans().AppendEmpty().SetName(name)
 		}
 	}
-	chunk := &heldChunk{rs: rs}
+	chunk := steps.NewChunk(rs, rankID{rank: 3}, 0)
+	src := chunk.RS.ScopeSpans()
+	held := []heldSpan{
+		chunk.Hold(2, 1, src.At(1).Spans().At(0)),
+		chunk.Hold(1, 0, src.At(0).Spans().At(1)),
+		chunk.Hold(3, 1, src.At(1).Spans().At(1)),
+	}
+	chunk.Placed()
 	o := newKeptOutput()
 	score := stepbusy.Score{Rank: 3, Relative: 1.0 / 3, Individual: 0.66666}
-	o.add(spanRef{chunk: chunk, span: rs.ScopeSpans().At(1).Spans().At(0), scope: 1}, score)
-	o.add(spanRef{chunk: chunk, span: rs.ScopeSpans().At(0).Spans().At(1), scope: 0}, score)
-	o.add(spanRef{chunk: chunk, span: rs.ScopeSpans().At(1).Spans().At(1), scope: 1}, score)
+	assert.False(t, o.add(held[0], score))
+	assert.False(t, o.add(held[1], score))
+	assert.True(t, o.add(held[2], score), "the chunk's last held span")
 
 	out, n := o.take()
 	require.Equal(t, 3, n)

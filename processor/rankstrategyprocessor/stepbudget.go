@@ -5,55 +5,54 @@ package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/proce
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
-func (b *stragglerBuffer) emit(ref spanRef, score stepbusy.Score, t *tally) {
-	if !ref.ghost {
-		b.out.add(ref, score)
-		t.kept[reasonStraggler]++
-		t.held++
+// emit passes a held span on as kept, at the next tick.
+func (b *stragglerBuffer) emit(h heldSpan, score stepbusy.Score, t *tally) {
+	emptied := b.out.add(h, score)
+	t.kept[reasonStraggler]++
+	t.held++
+	if emptied {
+		b.uncount(h.Chunk, t)
 	}
-	b.release(ref.chunk, t)
 }
 
-func (b *stragglerBuffer) drop(ref spanRef, t *tally) {
-	if !ref.ghost {
-		t.dropped[reasonNotSelected]++
+// drop lets a span go, if held.
+func (b *stragglerBuffer) drop(h heldSpan, t *tally) {
+	if h.Chunk == nil {
+		return
 	}
-	b.release(ref.chunk, t)
+	t.dropped[reasonNotSelected]++
+	if h.Release() {
+		b.uncount(h.Chunk, t)
+	}
 }
 
-// release gives up one reference to a chunk; the last one uncounts it.
-func (b *stragglerBuffer) release(c *heldChunk, t *tally) {
-	c.waiting--
-	if c.waiting == 0 {
-		b.held -= c.spans
-		if !c.observed {
-			t.held -= int64(c.spans)
-		}
-	}
+// uncount stops counting a chunk that holds nothing any more.
+func (b *stragglerBuffer) uncount(c *steps.Chunk[rankID], t *tally) {
+	b.held -= c.Len()
+	t.held -= int64(c.Len())
 }
 
 // expirePending drops the pending spans that arrived at or before through
-// and returns how many of them belonged to dropped ranks.
+// and returns how many of them were held.
 func (b *stragglerBuffer) expirePending(through time.Duration, t *tally) int {
 	n := 0
 	for _, st := range b.ranks {
-		k := 0
-		for k < len(st.unresolved) && st.unresolved[k].chunk.arrival <= through {
-			if !st.unresolved[k].ghost {
+		st.pending.RemoveIf(func(it pendingSpan, _ int64, arrived time.Duration) bool {
+			if arrived > through {
+				return false
+			}
+			if it.held.Chunk != nil {
 				n++
 			}
-			b.drop(st.unresolved[k], t)
-			k++
-		}
-		if k > 0 {
-			st.unresolved = slices.Delete(st.unresolved, 0, k)
-		}
+			b.drop(it.held, t)
+			return true
+		})
 	}
 	return n
 }
@@ -64,7 +63,7 @@ func (b *stragglerBuffer) expirePending(through time.Duration, t *tally) int {
 func (b *stragglerBuffer) forgetIdleRanks(now time.Duration) {
 	crowded := len(b.ranks) > b.maxHeld
 	for owner, st := range b.ranks {
-		if len(st.unresolved) == 0 && (crowded || now-st.lastSeen >= b.spanWait) {
+		if st.pending.Len() == 0 && (crowded || now-st.lastSeen >= b.spanWait) {
 			delete(b.ranks, owner)
 		}
 	}
@@ -73,8 +72,8 @@ func (b *stragglerBuffer) forgetIdleRanks(now time.Duration) {
 func (b *stragglerBuffer) oldestPending() (time.Duration, bool) {
 	oldest, found := time.Duration(math.MaxInt64), false
 	for _, st := range b.ranks {
-		if len(st.unresolved) > 0 && st.unresolved[0].chunk.arrival < oldest {
-			oldest, found = st.unresolved[0].chunk.arrival, true
+		if arrived, ok := st.pending.Oldest(); ok && arrived < oldest {
+			oldest, found = arrived, true
 		}
 	}
 	return oldest, found

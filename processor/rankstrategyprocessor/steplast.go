@@ -4,6 +4,8 @@
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
+	"time"
+
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -42,19 +44,15 @@ func (b *stragglerBuffer) keepLastToReport(st *openStep, dec *stepDecision, room
 			continue
 		}
 		score := stepbusy.Score{Rank: rank, Busy: -1}
-		left := state.unresolved[:0]
 		found := false
-		for _, ref := range state.unresolved {
-			iv := spanInterval(ref.span)
-			if ref.ghost || iv.Start < from || iv.Start > to {
-				left = append(left, ref)
-				continue
+		state.pending.RemoveIf(func(it pendingSpan, start int64, _ time.Duration) bool {
+			if it.held.Chunk == nil || start < from || start > to {
+				return false
 			}
-			b.emit(ref, score, t)
+			b.emit(it.held, score, t)
 			found = true
-		}
-		clear(state.unresolved[len(left):])
-		state.unresolved = left
+			return true
+		})
 		if found {
 			dec.kept = append(dec.kept, score)
 			kept++

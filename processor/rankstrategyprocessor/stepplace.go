@@ -4,7 +4,7 @@
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
-	"slices"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -13,160 +13,164 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
-type placement uint8
-
+// noExpiry and noLimit add to a rank's pending spans without forgetting
+// any: they are expired by the ticker (span_wait) and the budget
+// (max_buffered_spans), which release what they hold.
 const (
-	placedInStep placement = iota // tied to a step, open or decided
-	placedPending
-	placedDropped
+	noExpiry = time.Duration(math.MinInt64)
+	noLimit  = math.MaxInt
 )
 
-// place ties a newly arrived span to its step when it can: a step span is
-// its own step, whether it is a trace root or a child of a job span; another
-// span is in its parent's step when the parent was seen. A root span that is
-// not a step span belongs to no step. With deferLookup the parent is not
-// looked up: the span waits, and resolvePending ties it after the chunk is
-// placed.
-func (b *stragglerBuffer) place(id rankID, worldSize int64, ref spanRef, deferLookup bool, now time.Duration, t *tally) placement {
-	s := ref.span
-	key := spanKey{owner: id.owner, trace: foldTraceID(s.TraceID()), span: s.SpanID()}
-	if b.spans.IsStep(s.Name()) {
-		if iteration, ok := b.spans.Iteration(s); ok {
-			b.stepSeen = true
-			b.spanSteps.put(key, iteration)
-			b.joinAsStep(id, worldSize, ref, iteration, now, t)
-			return placedInStep
-		}
-	}
-	parent := s.ParentSpanID()
-	if parent.IsEmpty() {
-		b.drop(ref, t)
-		return placedDropped
-	}
-	if deferLookup {
-		return placedPending
-	}
-	if iteration, ok := b.spanSteps.get(spanKey{owner: id.owner, trace: key.trace, span: parent}); ok {
-		b.spanSteps.put(key, iteration)
-		b.join(id, ref, iteration, t)
-		return placedInStep
-	}
-	return placedPending
+// resourcePlacer places the spans of one resource of one rank. The rank's
+// timeline and state are looked up once, at the first span that needs them.
+type resourcePlacer struct {
+	b         *stragglerBuffer
+	id        rankID
+	worldSize int64
+	now       time.Duration
+	// chunk holds the resource of a dropped rank; nil for a kept rank,
+	// whose spans pass through and are only read for busy times.
+	chunk *steps.Chunk[rankID]
+	// exceptional: some spans of the chunk were passed on by keep_errors;
+	// they are read like a kept rank's, never held.
+	exceptional bool
+	timeline    *stepbusy.RankSteps
+	state       *rankState
 }
 
-// hasStepSpan reports whether the resource holds a step span. Spans end,
-// and so are exported, children first: the step span comes with or after
-// the rest of its subtree, which then finds its step through it.
-func (b *stragglerBuffer) hasStepSpan(rs ptrace.ResourceSpans) bool {
+// place ties every span of the resource to its step. A step span is its own
+// step; another span is in the step span of its rank that covers its start
+// (steps.Where), Outside every step, or waits for its step span. Spans end,
+// and so are exported, children first: a step's spans come before its step
+// span. So each step span is recorded before the spans preceding it in its
+// scope are placed; that way a batch of many steps of a rank places each
+// span while its step is among the few the timeline remembers.
+func (r *resourcePlacer) place(rs ptrace.ResourceSpans, t *tally) {
+	b := r.b
+	k := 0 // the span's number in the chunk
 	sss := rs.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
-		for j := spans.Len() - 1; j >= 0; j-- {
-			if s := spans.At(j); b.spans.IsStep(s.Name()) {
-				if _, ok := b.spans.Iteration(s); ok {
-					return true
-				}
+		next := 0 // the first span of the scope not placed yet
+		for j := 0; j < spans.Len(); j++ {
+			s := spans.At(j)
+			if !b.spans.IsStep(s.Name()) {
+				continue
 			}
+			iteration, ok := b.spans.Iteration(s)
+			if !ok {
+				continue // not a usable step span: placed like any other span
+			}
+			b.stepSeen = true
+			iv := spanInterval(s)
+			r.rankTimeline().Add(iteration, iv.Start, iv.End)
+			b.joinAsStep(r.id, r.worldSize, r.item(s, k+j, i, false, iv), iteration, r.now, t)
+			r.resolvePending(t)
+			for ; next < j; next++ {
+				r.placeSpan(spans.At(next), k+next, i, t)
+			}
+			next = j + 1
 		}
+		for ; next < spans.Len(); next++ {
+			r.placeSpan(spans.At(next), k+next, i, t)
+		}
+		k += spans.Len()
 	}
-	return false
 }
 
-// tryResolve ties a pending span to its parent's step if the parent is known.
-func (b *stragglerBuffer) tryResolve(id rankID, ref spanRef, _ time.Duration, t *tally) bool {
-	s := ref.span
-	trace := foldTraceID(s.TraceID())
-	iteration, ok := b.spanSteps.get(spanKey{owner: id.owner, trace: trace, span: s.ParentSpanID()})
-	if !ok {
-		return false
+// item is what the buffer keeps of span number n of the resource: the span
+// itself when held, and the interval of a wait or step span.
+func (r *resourcePlacer) item(s ptrace.Span, n, scope int, wait bool, iv stepbusy.Interval) pendingSpan {
+	it := pendingSpan{wait: wait, iv: iv, dropped: r.chunk != nil}
+	if r.chunk != nil && !(r.exceptional && isExceptional(s)) {
+		it.held = r.chunk.Hold(n, scope, s)
 	}
-	b.spanSteps.put(spanKey{owner: id.owner, trace: trace, span: s.SpanID()}, iteration)
-	b.join(id, ref, iteration, t)
-	return true
+	return it
 }
 
-// resolvePending ties a rank's pending spans to steps after some of its
-// spans found theirs. Children end, and so arrive, before their parents:
-// walking the pending spans newest first meets a parent before its children,
-// so one pass ties a whole subtree whatever batches it came in. Spans left
-// over whose parent is now known (a parent that arrived before its child)
-// are tied through an index of the pending spans by parent.
-func (b *stragglerBuffer) resolvePending(st *rankState, now time.Duration, t *tally) {
-	u := st.unresolved
-	if len(u) == 0 {
+// placeSpan places a span that is not a usable step span. Of a kept rank
+// only the wait spans matter.
+func (r *resourcePlacer) placeSpan(s ptrace.Span, n, scope int, t *tally) {
+	b := r.b
+	wait := b.spans.IsWait(s.Name())
+	if r.chunk == nil && !wait {
 		return
 	}
-	resolved := false
-	for i := len(u) - 1; i >= 0; i-- {
-		if b.tryResolve(st.id, u[i], now, t) {
-			u[i].chunk = nil
-			resolved = true
-		}
+	var iv stepbusy.Interval
+	if wait {
+		iv = spanInterval(s)
 	}
-	if resolved {
-		b.resolveRemaining(st, now, t)
+	it := r.item(s, n, scope, wait, iv)
+	if it.held.Chunk == nil && !wait {
+		return // passed on by keep_errors, and no wait
 	}
-	kept := u[:0]
-	for _, ref := range u {
-		if ref.chunk != nil {
-			kept = append(kept, ref)
-		}
+	iteration, where := steps.Where(r.rankTimeline(), s)
+	switch where {
+	case stepbusy.InStep:
+		b.join(r.id, it, iteration, t)
+	case stepbusy.Outside:
+		b.drop(it.held, t)
+	default:
+		r.rankState().pending.Add(it, steps.Nanos(s.StartTimestamp()), r.now, noExpiry, noLimit)
 	}
-	clear(u[len(kept):])
-	st.unresolved = kept
 }
 
-func (b *stragglerBuffer) resolveRemaining(st *rankState, now time.Duration, t *tally) {
-	u := st.unresolved
-	queue := b.queueIdx[:0]
-	for i, ref := range u {
-		if ref.chunk == nil {
-			continue
-		}
-		if _, ok := b.spanSteps.get(b.parentKey(st.id, ref)); ok {
-			queue = append(queue, int32(i))
-		}
+// isExceptional: keep_errors keeps the span whatever its rank.
+func isExceptional(s ptrace.Span) bool {
+	_, ok := spanKeepReason(s)
+	return ok
+}
+
+func (r *resourcePlacer) rankTimeline() *stepbusy.RankSteps {
+	if r.timeline == nil {
+		r.timeline = r.b.placer.Rank(r.id.owner)
 	}
-	if len(queue) == 0 {
-		b.queueIdx = queue
+	return r.timeline
+}
+
+func (r *resourcePlacer) rankState() *rankState {
+	if r.state == nil {
+		r.state = r.b.rankState(r.id, r.now)
+	}
+	return r.state
+}
+
+// resolvePending places again, after a new step span of the rank, the
+// rank's spans that wait for their step span.
+func (r *resourcePlacer) resolvePending(t *tally) {
+	b := r.b
+	st := r.state
+	if st == nil {
+		st = b.ranks[r.id.owner]
+		if st == nil {
+			return
+		}
+		r.state = st
+	}
+	if st.pending.Len() == 0 {
 		return
 	}
-	clear(b.childHead)
-	next := slices.Grow(b.childNext[:0], len(u))[:len(u)]
-	for i := len(u) - 1; i >= 0; i-- {
-		ref := u[i]
-		next[i] = -1
-		if ref.chunk == nil {
-			continue
-		}
-		pk := b.parentKey(st.id, ref)
-		if head, ok := b.childHead[pk]; ok {
-			next[i] = head
-		}
-		b.childHead[pk] = int32(i)
-	}
-	for len(queue) > 0 {
-		i := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
-		ref := u[i]
-		if ref.chunk == nil || !b.tryResolve(st.id, ref, now, t) {
-			continue
-		}
-		u[i].chunk = nil
-		own := spanKey{owner: st.id.owner, trace: foldTraceID(ref.span.TraceID()), span: ref.span.SpanID()}
-		if head, ok := b.childHead[own]; ok {
-			for c := head; c >= 0; c = next[c] {
-				queue = append(queue, c)
-			}
-			delete(b.childHead, own)
+	placed, _ := steps.Resolve(b.placer, r.id.owner, &st.pending, noExpiry, b.placed[:0])
+	for _, p := range placed {
+		if p.Where == stepbusy.InStep {
+			b.join(r.id, p.Item, p.Iteration, t)
+		} else {
+			b.drop(p.Item.held, t)
 		}
 	}
-	b.queueIdx = queue
-	b.childNext = next
+	clear(placed)
+	b.placed = placed[:0]
 }
 
-func (*stragglerBuffer) parentKey(id rankID, ref spanRef) spanKey {
-	return spanKey{owner: id.owner, trace: foldTraceID(ref.span.TraceID()), span: ref.span.ParentSpanID()}
+// rankState is the rank's state, created when new.
+func (b *stragglerBuffer) rankState(id rankID, now time.Duration) *rankState {
+	st := b.ranks[id.owner]
+	if st == nil {
+		st = &rankState{id: id}
+		b.ranks[id.owner] = st
+	}
+	st.lastSeen = now
+	return st
 }
 
 // joinAsStep handles a rank's step span: it records the rank's step in its
@@ -174,7 +178,7 @@ func (*stragglerBuffer) parentKey(id rankID, ref spanRef) spanKey {
 // step was decided reopens the step until the next tick, so that its wait
 // spans, which arrive with it, count in its busy time; the ranks already
 // decided keep their decision.
-func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, ref spanRef, iteration int64, now time.Duration, t *tally) {
+func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, it pendingSpan, iteration int64, now time.Duration, t *tally) {
 	key := steps.Step{Group: id.group, Iteration: iteration}
 	st := b.open.Get(key)
 	if st == nil {
@@ -182,88 +186,84 @@ func (b *stragglerBuffer) joinAsStep(id rankID, worldSize int64, ref spanRef, it
 		switch {
 		case d == nil:
 			st = b.openStep(key, now, nil)
-		case ref.chunk.observed:
-			// A kept rank reporting late changes nothing decided.
-			b.release(ref.chunk, t)
-			return
+		case !it.dropped:
+			return // a kept rank reporting late changes nothing decided
 		default:
 			if _, kept := d.keptScore(id.rank); kept || len(d.kept) >= b.thresholds.MaxRanks {
-				b.join(id, ref, iteration, t)
+				b.join(id, it, iteration, t)
 				return
 			}
 			st = b.openStep(key, now, d)
 			b.open.MarkComplete(st)
 		}
 	}
-	b.report(st, id, worldSize, ref)
-	b.holdIn(st, id, ref, t)
+	b.report(st, id, worldSize, it.iv)
+	b.holdIn(st, id, it, t)
 }
 
 // join holds a span in its open step, or makes it follow its step's decision.
-func (b *stragglerBuffer) join(id rankID, ref spanRef, iteration int64, t *tally) {
+func (b *stragglerBuffer) join(id rankID, it pendingSpan, iteration int64, t *tally) {
 	key := steps.Step{Group: id.group, Iteration: iteration}
 	if st := b.open.Get(key); st != nil {
-		b.holdIn(st, id, ref, t)
+		b.holdIn(st, id, it, t)
 		return
 	}
 	d, _ := b.decided.Get(key)
 	if d == nil {
 		// Decided so long ago that the decision was evicted: dropped, as
 		// most ranks' steps are.
-		b.follow(ref, false, stepbusy.Score{}, false, t)
+		b.follow(it, false, stepbusy.Score{}, false, t)
 		return
 	}
 	score, keep := d.keptScore(id.rank)
-	b.follow(ref, keep, score, true, t)
+	b.follow(it, keep, score, true, t)
 }
 
 // follow applies a decision taken before the span arrived.
-func (b *stragglerBuffer) follow(ref spanRef, keep bool, score stepbusy.Score, cached bool, t *tally) {
-	if !ref.ghost {
-		t.lateSpans++
-		if cached {
-			t.cacheHits++
-		}
+func (b *stragglerBuffer) follow(it pendingSpan, keep bool, score stepbusy.Score, cached bool, t *tally) {
+	if it.held.Chunk == nil {
+		return
+	}
+	t.lateSpans++
+	if cached {
+		t.cacheHits++
 	}
 	if keep {
-		b.emit(ref, score, t)
+		b.emit(it.held, score, t)
 	} else {
-		b.drop(ref, t)
+		b.drop(it.held, t)
 	}
 }
 
 // holdIn records the span in its rank's part of the open step: a wait span
-// gives its interval to the busy time; a span not yet passed on waits for
-// the decision.
-func (b *stragglerBuffer) holdIn(st *openStep, id rankID, ref spanRef, t *tally) {
+// gives its interval to the busy time; a held span waits for the decision.
+func (b *stragglerBuffer) holdIn(st *openStep, id rankID, it pendingSpan, t *tally) {
 	rs := b.rankIn(st, id)
-	if !ref.chunk.observed {
+	if it.dropped {
 		rs.dropped = true
 	}
-	if b.spans.IsWait(ref.span.Name()) {
-		rs.waits = append(rs.waits, spanInterval(ref.span))
+	if it.wait {
+		rs.waits = append(rs.waits, it.iv)
 		st.Value.observed++
 		b.observed++
 	}
-	if st.Value.prior != nil && !ref.ghost {
+	if it.held.Chunk == nil {
+		return
+	}
+	if st.Value.prior != nil {
 		t.lateSpans++
 		t.cacheHits++
 	}
-	if ref.ghost {
-		b.release(ref.chunk, t)
-		return
-	}
 	if rs.held == nil {
-		rs.held = make([]spanRef, 0, b.rankStepHint)
+		rs.held = make([]heldSpan, 0, b.rankStepHint)
 	}
-	rs.held = append(rs.held, ref)
+	rs.held = append(rs.held, it.held)
 }
 
-// report records a rank's step span; a step is complete when every rank of
-// its world has reported.
-func (b *stragglerBuffer) report(st *openStep, id rankID, worldSize int64, ref spanRef) {
+// report records a rank's step span [iv); a step is complete when every
+// rank of its world has reported.
+func (b *stragglerBuffer) report(st *openStep, id rankID, worldSize int64, iv stepbusy.Interval) {
 	rs := b.rankIn(st, id)
-	iv := spanInterval(ref.span)
 	if !rs.reported {
 		rs.reported = true
 		st.Value.reported++

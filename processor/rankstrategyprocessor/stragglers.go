@@ -31,9 +31,10 @@ import (
 //
 // The step machinery (the table of open steps with its completion, expiry
 // and early decision, the decided-step FIFO, reading a rank, recognizing
-// step and wait spans) is internal/steps'. This file receives spans and
-// runs the ticker; stepplace.go ties spans to steps through their parents;
-// stepdecide.go is the policy: which held ranks of a decided step to keep;
+// step and wait spans, placing spans in steps by start time, the held
+// chunks) is internal/steps'. This file receives spans and runs the ticker;
+// stepplace.go ties spans to their steps; stepdecide.go is the policy:
+// which held ranks of a decided step to keep;
 // steplast.go keeps the last ranks to report; stepbudget.go releases spans
 // and keeps within max_buffered_spans.
 type stragglerBuffer struct {
@@ -49,16 +50,16 @@ type stragglerBuffer struct {
 	next           consumer.Traces
 	record         func(context.Context, *tally)
 
-	mu        sync.Mutex
-	closed    bool
-	ranks     map[uint64]*rankState
-	spanSteps spanSteps
-	open      steps.Table[steps.Step, stepRanks]
+	mu     sync.Mutex
+	closed bool
+	ranks  map[uint64]*rankState
+	placer *steps.Placer[uint64]
+	open   steps.Table[steps.Step, stepRanks]
 	decided   steps.Decided[steps.Step, *stepDecision]
 	history   *stepbusy.History[uint64]
 	out       keptOutput
-	// held counts the spans of every chunk that still has a span waiting;
-	// it and out.count are what max_buffered_spans bounds.
+	// held counts the spans of every chunk that still holds a span; it and
+	// out.count are what max_buffered_spans bounds.
 	held int
 	// observed counts the rank entries and wait intervals recorded in open
 	// steps, bounded by max_buffered_spans too.
@@ -76,10 +77,8 @@ type stragglerBuffer struct {
 	lastRankStep *rankStep
 
 	// Scratch space, used under mu.
-	scores    []stepbusy.Score
-	childHead map[spanKey]int32
-	childNext []int32
-	queueIdx  []int32
+	scores []stepbusy.Score
+	placed []steps.Placed[pendingSpan]
 
 	loop *clock.Loop
 }
@@ -107,12 +106,11 @@ func newStragglerBuffer(cfg *StragglersConfig, keys *steps.Keys, reader *steps.R
 		next:         next,
 		record:       record,
 		ranks:        make(map[uint64]*rankState),
-		spanSteps:    newSpanSteps(max(cfg.MaxBufferedSpans, 1024)),
+		placer:       steps.NewPlacer[uint64](steps.MaxRememberedRanks),
 		open:         *steps.NewTable[steps.Step, stepRanks](cfg.DecisionWait),
 		decided:      *steps.NewDecided[steps.Step, *stepDecision](cfg.DecisionCacheSize),
 		history:      stepbusy.NewHistory[uint64](cfg.History, steps.MaxRememberedRanks),
 		out:          newKeptOutput(),
-		childHead:    make(map[spanKey]int32),
 		rankStepHint: 8,
 	}, nil
 }
@@ -176,10 +174,6 @@ func (b *stragglerBuffer) decideDue(t *tally) (ptrace.Traces, int) {
 			zap.Int("dropped_spans", expired),
 			zap.String("fix", "check stragglers::step_span_names and stragglers::iteration_attribute"))
 	}
-	// A span finds its parent's step for as long as either waits.
-	if now-b.spanSteps.started >= max(b.wait, b.spanWait) {
-		b.spanSteps.rotate(now)
-	}
 	b.forgetIdleRanks(now)
 	td, n := b.out.take()
 	t.held -= int64(n)
@@ -192,7 +186,6 @@ func (b *stragglerBuffer) drain(t *tally) (ptrace.Traces, int) {
 	b.closed = true
 	b.open.Drain(b.decider(t))
 	b.expirePending(math.MaxInt64, t)
-	b.spanSteps = newSpanSteps(b.spanSteps.gen.Limit())
 	clear(b.ranks)
 	td, n := b.out.take()
 	t.held -= int64(n)
@@ -218,48 +211,50 @@ func (b *stragglerBuffer) hold(rs ptrace.ResourceSpans, keepErrors bool, t *tall
 	if !ok {
 		return false, false
 	}
-	chunkTraces := ptrace.NewTraces()
-	chunkRS := chunkTraces.ResourceSpans().AppendEmpty()
 	exceptional := false
 	if keepErrors {
 		_, exceptional = scanExceptionalSpans(rs)
 	}
+	src := rs
 	if exceptional {
 		// Rare: the batch keeps the exceptional spans, the buffer holds a
-		// copy of the resource in which they are ghosts.
-		rs.CopyTo(chunkRS)
+		// copy of the resource in which they are read, never held.
+		src = ptrace.NewResourceSpans()
+		rs.CopyTo(src)
 		filterExceptionalSpans(rs, t, nil)
 	} else {
-		rs.MoveTo(chunkRS)
 		remove = true
 	}
-	spans := pdatautil.CountSpans(chunkRS)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		dropped := spans
+		dropped := pdatautil.CountSpans(src)
 		if exceptional {
 			dropped -= pdatautil.CountSpans(rs)
 		}
 		t.dropped[reasonNotSelected] += int64(dropped)
 		return true, remove
 	}
-	b.placeChunk(id, worldSize, &heldChunk{rs: chunkRS, spans: spans}, exceptional, t)
+	now := b.now()
+	chunk := steps.NewChunk(src, id, now)
+	b.held += chunk.Len()
+	t.held += int64(chunk.Len())
+	r := resourcePlacer{b: b, id: id, worldSize: worldSize, now: now, chunk: chunk, exceptional: exceptional}
+	r.place(chunk.RS, t)
+	if chunk.Placed() {
+		b.uncount(chunk, t)
+	}
+	b.enforceBudget(t)
 	return true, remove
 }
 
 // observeKept notes the step and wait spans of a rank the strategy keeps:
 // its spans pass through untouched, but its busy times are measured like
-// every other rank's, from a skeleton of its spans.
+// every other rank's.
 func (b *stragglerBuffer) observeKept(rs ptrace.ResourceSpans, t *tally) {
 	id, worldSize, ok := b.identify(rs.Resource().Attributes())
 	if !ok {
-		return
-	}
-	skeleton := ptrace.NewTraces().ResourceSpans().AppendEmpty()
-	spans := skeletonOf(rs, skeleton, b.spans.IsStep, b.spans.IterationAttribute())
-	if spans == 0 {
 		return
 	}
 	b.mu.Lock()
@@ -267,52 +262,7 @@ func (b *stragglerBuffer) observeKept(rs ptrace.ResourceSpans, t *tally) {
 	if b.closed {
 		return
 	}
-	b.placeChunk(id, worldSize, &heldChunk{rs: skeleton, spans: spans, observed: true}, false, t)
-}
-
-// placeChunk ties every span of the chunk to its step, or leaves it pending
-// for its parent; call with mu held.
-func (b *stragglerBuffer) placeChunk(id rankID, worldSize int64, chunk *heldChunk, exceptional bool, t *tally) {
-	now := b.now()
-	chunk.arrival, chunk.waiting = now, 1
-	b.held += chunk.spans
-	if !chunk.observed {
-		t.held += int64(chunk.spans)
-	}
-	st := b.ranks[id.owner]
-	if st != nil {
-		st.lastSeen = now
-	}
-	// A chunk that holds a step span resolves the rank's pending spans once
-	// placed, so its other spans need not look their parents up first:
-	// that saves a map lookup, usually a miss, per span.
-	deferLookup := b.hasStepSpan(chunk.rs)
-	resolved := false
-	sss := chunk.rs.ScopeSpans()
-	for i := 0; i < sss.Len(); i++ {
-		ss := sss.At(i).Spans()
-		for j := 0; j < ss.Len(); j++ {
-			s := ss.At(j)
-			ref := spanRef{chunk: chunk, span: s, scope: int32(i), ghost: chunk.observed}
-			if exceptional {
-				_, ref.ghost = spanKeepReason(s)
-			}
-			chunk.waiting++
-			switch b.place(id, worldSize, ref, deferLookup, now, t) {
-			case placedInStep:
-				resolved = true
-			case placedPending:
-				if st == nil {
-					st = &rankState{id: id, lastSeen: now}
-					b.ranks[id.owner] = st
-				}
-				st.unresolved = append(st.unresolved, ref)
-			}
-		}
-	}
-	if resolved && st != nil {
-		b.resolvePending(st, now, t)
-	}
-	b.release(chunk, t)
+	r := resourcePlacer{b: b, id: id, worldSize: worldSize, now: b.now()}
+	r.place(rs, t)
 	b.enforceBudget(t)
 }

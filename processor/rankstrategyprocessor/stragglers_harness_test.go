@@ -344,7 +344,7 @@ func describe(spans []outSpan) []string {
 func (b *stragglerBuffer) pendingSpans() int {
 	n := 0
 	for _, st := range b.ranks {
-		n += len(st.unresolved)
+		n += st.pending.Len()
 	}
 	return n
 }

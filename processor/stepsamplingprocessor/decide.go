@@ -10,6 +10,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // decideSteps decides every rank step of the batch: kept when its iteration
@@ -133,31 +134,31 @@ func markKept(s ptrace.Span, r keepReason) {
 // of the batch whole. Its dropped spans are gone at once; its kept spans
 // are moved on with the held spans decided in this batch.
 func (p *stepSamplingProcessor) hold(id rankIdentity, rs ptrace.ResourceSpans, places []spanPlace, b *batch, now time.Duration, t *tally) {
-	chunkRS := ptrace.NewResourceSpans()
-	rs.MoveTo(chunkRS)
-	c := &heldChunk{rs: chunkRS, id: id, arrival: now, spans: make([]chunkSpan, 0, len(places))}
+	c := steps.NewChunk(rs, id, now)
+	rh := p.held.rank(id.key)
+	held := 0
 	k := 0
-	sss := chunkRS.ScopeSpans()
+	sss := c.RS.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
 		for j := 0; j < spans.Len(); j++ {
 			pl := places[k]
-			k++
-			cs := chunkSpan{span: spans.At(j), scope: int32(i)}
 			switch {
 			case pl.kind == placeHold:
-				cs.held = true
-				c.pending++
+				p.held.hold(rh, c.Hold(k, i, spans.At(j)))
+				held++
 			case pl.kind == placeInStep && !b.steps[pl.step].keep:
 				t.dropped++
 			default:
-				b.resolved = append(b.resolved, resolvedRef{ref: heldRef{chunk: c, i: int32(len(c.spans))}, place: pl})
+				// Kept with this batch: held until emitResolved moves it.
+				b.resolved = append(b.resolved, resolvedRef{ref: c.Hold(k, i, spans.At(j)), place: pl})
 			}
-			c.spans = append(c.spans, cs)
+			k++
 		}
 	}
+	c.Placed()
 	p.held.add(c)
-	t.held += int64(c.pending)
+	t.held += int64(held)
 }
 
 // emitResolved moves the kept spans of held chunks decided in this batch
@@ -174,7 +175,7 @@ func (p *stepSamplingProcessor) emitResolved(rss ptrace.ResourceSpansSlice, b *b
 			keep, reason = st.keep, st.reason
 		}
 		if keep {
-			s := moveHeld(&b.mover, r.ref)
+			s, _ := r.ref.Move(&b.mover)
 			if r.place.kind == placeInStep {
 				markKept(s, reason)
 			}
@@ -185,11 +186,8 @@ func (p *stepSamplingProcessor) emitResolved(rss ptrace.ResourceSpansSlice, b *b
 		if r.held {
 			p.held.settle(r.ref)
 			t.held--
-		}
-	}
-	for _, r := range b.resolved {
-		if r.ref.chunk.pending == 0 {
-			r.ref.chunk.free()
+		} else {
+			r.ref.Release()
 		}
 	}
 	b.mover.Reset(ptrace.ResourceSpansSlice{})

@@ -4,43 +4,19 @@
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
-	"slices"
-	"time"
-
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // heldChunk is one resource's spans from one batch, moved out of the batch
-// whole (no copy) because some of them wait for their step span. Its spans
-// stay in place: a held one leaves when its step is decided (kept ones are
-// moved into an outgoing batch) or when the chunk is passed on undecided.
-type heldChunk struct {
-	rs      ptrace.ResourceSpans
-	id      rankIdentity
-	arrival time.Duration
-	// spans lists every span of rs in order (scope by scope).
-	spans []chunkSpan
-	// pending counts the spans still held.
-	pending int
-}
-
-type chunkSpan struct {
-	span  ptrace.Span
-	scope int32
-	// held: waiting for its step. Otherwise gone: dropped with its step, or
-	// moved on already.
-	held bool
-}
+// whole because some of them wait for their step span (steps.Chunk). A
+// held span leaves when its step is decided (kept ones are moved into an
+// outgoing batch) or when the chunk is passed on undecided.
+type heldChunk = steps.Chunk[rankIdentity]
 
 // heldRef is one held span.
-type heldRef struct {
-	chunk *heldChunk
-	i     int32
-}
-
-func (r heldRef) span() ptrace.Span { return r.chunk.spans[r.i].span }
+type heldRef = steps.Held[rankIdentity]
 
 // heldStore holds chunks in arrival order, and every rank's held spans.
 // Not safe for concurrent use.
@@ -65,44 +41,39 @@ type rankHeld struct {
 	idle bool
 }
 
-// add takes over a chunk whose spans are marked held or not.
+// add queues a chunk some of whose spans are held.
 func (h *heldStore) add(c *heldChunk) {
 	h.queue = append(h.queue, c)
-	rh := h.byRank[c.id.key]
+}
+
+// rank is the list of a rank's held spans, created when new.
+func (h *heldStore) rank(key steps.Rank) *rankHeld {
+	rh := h.byRank[key]
 	if rh == nil {
 		rh = &rankHeld{}
-		h.byRank[c.id.key] = rh
+		h.byRank[key] = rh
 	}
 	rh.idle = false
-	rh.refs = slices.Grow(rh.refs, c.pending)
-	for i, cs := range c.spans {
-		if cs.held {
-			rh.refs = append(rh.refs, heldRef{chunk: c, i: int32(i)})
-		}
-	}
-	h.count += c.pending
+	return rh
 }
 
-// settle marks a held span decided; the caller has taken it out of byRank,
-// and frees the chunk once nothing in it waits (free), after it has moved
-// out every kept span of the chunk.
+// hold lists a held span under its rank.
+func (h *heldStore) hold(rh *rankHeld, r heldRef) {
+	rh.refs = append(rh.refs, r)
+	h.count++
+}
+
+// settle lets a held span go once decided; the caller has taken it out of
+// byRank, and moved it on first if kept.
 func (h *heldStore) settle(r heldRef) {
-	r.chunk.spans[r.i].held = false
-	r.chunk.pending--
+	r.Release()
 	h.count--
-}
-
-// free lets go of a chunk nothing waits in any more; it stays in the queue
-// as an empty shell until its turn.
-func (c *heldChunk) free() {
-	c.rs = ptrace.ResourceSpans{}
-	c.spans = nil
 }
 
 // oldest returns the oldest chunk that still holds spans, nil when none.
 func (h *heldStore) oldest() *heldChunk {
 	for h.head < len(h.queue) {
-		if c := h.queue[h.head]; c.pending > 0 {
+		if c := h.queue[h.head]; c.Held() > 0 {
 			return c
 		}
 		h.queue[h.head] = nil
@@ -127,35 +98,21 @@ func (h *heldStore) pop() {
 // passOn moves the chunk's held spans, undecided, into dst and forgets the
 // chunk. It returns how many spans were passed on.
 func (h *heldStore) passOn(c *heldChunk, dst ptrace.ResourceSpansSlice) int {
-	n := c.pending
-	if n < len(c.spans) {
-		k := 0
-		c.rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(ptrace.Span) bool {
-				gone := !c.spans[k].held
-				k++
-				return gone
-			})
-			return ss.Spans().Len() == 0
-		})
-	}
-	c.rs.MoveTo(dst.AppendEmpty())
-	h.count -= n
-	c.pending = 0
-	c.free()
 	h.forget(c)
+	n := c.PassOn(dst)
+	h.count -= n
 	return n
 }
 
 // forget removes a chunk's spans from its rank's list.
 func (h *heldStore) forget(c *heldChunk) {
-	rh := h.byRank[c.id.key]
+	rh := h.byRank[c.ID.key]
 	if rh == nil {
 		return
 	}
 	kept := rh.refs[:0]
 	for _, r := range rh.refs {
-		if r.chunk != c {
+		if r.Chunk != c {
 			kept = append(kept, r)
 		}
 	}

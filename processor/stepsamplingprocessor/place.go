@@ -148,6 +148,8 @@ func (p *stepSamplingProcessor) placeResource(id rankIdentity, rs ptrace.Resourc
 	b.places = slices.Grow(b.places, len(b.spans)-base)[:len(b.spans)]
 	clear(b.places[base:])
 	b.pendingNext = slices.Grow(b.pendingNext, len(b.spans)-base)[:len(b.spans)]
+	// The rank's timeline, looked up once for all its spans.
+	tl := p.placer.Rank(id.key)
 	seg := base
 	for f := base; f < len(b.spans); f++ {
 		s := b.spans[f]
@@ -161,30 +163,25 @@ func (p *stepSamplingProcessor) placeResource(id rankIdentity, rs ptrace.Resourc
 			continue
 		}
 		p.stepSeen = true
-		p.placer.AddStep(id.key, iteration, steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp()))
+		tl.Add(iteration, steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp()))
 		b.places[f] = b.inStep(id, iteration, s)
-		p.resolveRank(id, b)
+		p.resolveRank(id, tl, b)
 		for ; seg < f; seg++ {
-			p.placeSpan(id, seg, b)
+			p.placeSpan(id, tl, seg, b)
 		}
 		seg = f + 1
 	}
 	for ; seg < len(b.spans); seg++ {
-		p.placeSpan(id, seg, b)
+		p.placeSpan(id, tl, seg, b)
 	}
 }
 
-func (p *stepSamplingProcessor) placeSpan(id rankIdentity, f int, b *batch) {
+func (p *stepSamplingProcessor) placeSpan(id rankIdentity, tl *stepbusy.RankSteps, f int, b *batch) {
 	if b.places[f].kind != placeNone {
 		return
 	}
 	s := b.spans[f]
-	if s.ParentSpanID().IsEmpty() {
-		// A root that is not a step span (a job span) is in no step.
-		b.places[f] = spanPlace{kind: placeOutside}
-		return
-	}
-	iteration, where := p.placer.Place(id.key, steps.Nanos(s.StartTimestamp()))
+	iteration, where := steps.Where(tl, s)
 	switch where {
 	case stepbusy.InStep:
 		b.places[f] = b.inStep(id, iteration, s)
@@ -203,15 +200,15 @@ func (p *stepSamplingProcessor) placeSpan(id rankIdentity, f int, b *batch) {
 // resolveRank places again, after a new step span of the rank, the rank's
 // spans that wait for their step: held from earlier batches, and pending
 // in this one.
-func (p *stepSamplingProcessor) resolveRank(id rankIdentity, b *batch) {
+func (p *stepSamplingProcessor) resolveRank(id rankIdentity, tl *stepbusy.RankSteps, b *batch) {
 	if rh := p.held.byRank[id.key]; rh != nil && len(rh.refs) > 0 {
 		left := rh.refs[:0]
 		for _, r := range rh.refs {
-			s := r.span()
-			iteration, where := p.placer.Place(id.key, steps.Nanos(s.StartTimestamp()))
+			s := r.Span
+			iteration, where := tl.Place(steps.Nanos(s.StartTimestamp()))
 			switch where {
 			case stepbusy.InStep:
-				b.resolved = append(b.resolved, resolvedRef{ref: r, place: b.inStep(r.chunk.id, iteration, s), held: true})
+				b.resolved = append(b.resolved, resolvedRef{ref: r, place: b.inStep(r.Chunk.ID, iteration, s), held: true})
 			case stepbusy.Outside:
 				b.resolved = append(b.resolved, resolvedRef{ref: r, place: spanPlace{kind: placeOutside}, held: true})
 			default:
@@ -229,7 +226,7 @@ func (p *stepSamplingProcessor) resolveRank(id rankIdentity, b *batch) {
 	for f := head; f >= 0; {
 		next := b.pendingNext[f]
 		s := b.spans[f]
-		iteration, where := p.placer.Place(id.key, steps.Nanos(s.StartTimestamp()))
+		iteration, where := tl.Place(steps.Nanos(s.StartTimestamp()))
 		switch where {
 		case stepbusy.InStep:
 			b.places[f] = b.inStep(id, iteration, s)

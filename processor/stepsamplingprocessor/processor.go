@@ -129,7 +129,7 @@ func (p *stepSamplingProcessor) tick(ctx context.Context) {
 	td := ptrace.NewTraces()
 	p.mu.Lock()
 	through := p.now() - p.wait
-	for c := p.held.oldest(); c != nil && c.arrival <= through; c = p.held.oldest() {
+	for c := p.held.oldest(); c != nil && c.Arrival <= through; c = p.held.oldest() {
 		n := int64(p.held.passOn(c, td.ResourceSpans()))
 		p.held.pop()
 		t.undecided[causeWaitExpired] += n
