@@ -50,14 +50,14 @@ type stragglerBuffer struct {
 	next           consumer.Traces
 	record         func(context.Context, *tally)
 
-	mu     sync.Mutex
-	closed bool
-	ranks  map[uint64]*rankState
-	placer *steps.Placer[uint64]
-	open   steps.Table[steps.Step, stepRanks]
-	decided   steps.Decided[steps.Step, *stepDecision]
-	history   *stepbusy.History[uint64]
-	out       keptOutput
+	mu      sync.Mutex
+	closed  bool
+	ranks   map[uint64]*rankState
+	placer  *steps.Placer[uint64]
+	open    steps.Table[steps.Step, stepRanks]
+	decided steps.Decided[steps.Step, *stepDecision]
+	history *stepbusy.History[uint64]
+	out     keptOutput
 	// held counts the spans of every chunk that still holds a span; it and
 	// out.count are what max_buffered_spans bounds.
 	held int
