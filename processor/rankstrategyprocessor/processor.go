@@ -63,14 +63,14 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 	if sc == nil {
 		return nil
 	}
-	b, err := newStragglerBuffer(sc, &cfg.Keys, p.selector.reader, clk, set.Logger, next, p.telemetry.record)
-	if err != nil {
-		return fmt.Errorf("rank_strategy: %w", err)
-	}
 	if cfg.Strategy == StrategyAllRanks {
 		set.Logger.Warn("stragglers is enabled but strategy all_ranks drops no rank, so there is nothing to hold",
 			zap.String("fix", "remove the stragglers block, or choose a strategy that drops ranks"))
 		return nil
+	}
+	b, err := newStragglerBuffer(sc, &cfg.Keys, p.selector.reader, clk, set.Logger, next, p.telemetry.record)
+	if err != nil {
+		return fmt.Errorf("rank_strategy: %w", err)
 	}
 	p.stragglers = b
 	return nil

@@ -53,10 +53,9 @@ type stepSamplingProcessor struct {
 	loop *clock.Loop
 }
 
+// newStepSamplingProcessor builds the processor of a config the collector
+// validated.
 func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer.Traces, clk clock.Clock) (*stepSamplingProcessor, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("step_sampling: %w", err)
-	}
 	recognizer, err := steps.NewRecognizer(cfg.Spans, nil)
 	if err != nil {
 		return nil, fmt.Errorf("step_sampling: %w", err)
