@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 )
 
 func TestCounts(t *testing.T) {
@@ -108,4 +110,13 @@ func TestSpansYieldsEverySpanWithItsResource(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"0/a", "0/b", "2/c"}, got, "in order, stopping when told")
+}
+
+func TestTruncated(t *testing.T) {
+	s := ptrace.NewSpan()
+	assert.False(t, Truncated(s), "no attribute")
+	for v, want := range map[any]bool{true: true, "true": true, false: false, "false": false, "TRUE": false, int64(1): false} {
+		require.NoError(t, s.Attributes().FromRaw(map[string]any{attrkey.SpanTruncated: v}))
+		assert.Equal(t, want, Truncated(s), "%v", v)
+	}
 }

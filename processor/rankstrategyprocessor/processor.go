@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -171,23 +170,10 @@ func spanKeepReason(s ptrace.Span) (reason, bool) {
 	if s.Status().Code() == ptrace.StatusCodeError {
 		return reasonError, true
 	}
-	if v, ok := s.Attributes().Get(attrkey.SpanTruncated); ok && isTrue(v) {
+	if pdatautil.Truncated(s) {
 		return reasonTruncated, true
 	}
 	return 0, false
-}
-
-// isTrue accepts a bool true, and the string "true" that an attribute set
-// through an environment variable would carry.
-func isTrue(v pcommon.Value) bool {
-	switch v.Type() {
-	case pcommon.ValueTypeBool:
-		return v.Bool()
-	case pcommon.ValueTypeStr:
-		return v.Str() == "true"
-	default:
-		return false
-	}
 }
 
 // keepExceptionalSpans handles a resource of a dropped rank when keep_errors

@@ -250,25 +250,11 @@ func isError(s ptrace.Span) bool {
 	if s.Status().Code() == ptrace.StatusCodeError {
 		return true
 	}
-	v, ok := s.Attributes().Get(attrkey.SpanTruncated)
-	return ok && isTrue(v)
+	return pdatautil.Truncated(s)
 }
 
 // isStraggler: rank_strategy kept the span's step as a straggler.
 func isStraggler(s ptrace.Span) bool {
 	v, ok := s.Attributes().Get(attrkey.KeptReason)
 	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == reasonStraggler.String()
-}
-
-// isTrue accepts a bool true, and the string "true" that an attribute set
-// through an environment variable would carry.
-func isTrue(v pcommon.Value) bool {
-	switch v.Type() {
-	case pcommon.ValueTypeBool:
-		return v.Bool()
-	case pcommon.ValueTypeStr:
-		return v.Str() == "true"
-	default:
-		return false
-	}
 }
