@@ -82,7 +82,7 @@ func (r *resourcePlacer) place(rs ptrace.ResourceSpans, t *tally) {
 // itself when held, and the interval of a wait or step span.
 func (r *resourcePlacer) item(s ptrace.Span, n, scope int, wait bool, iv stepbusy.Interval) pendingSpan {
 	it := pendingSpan{wait: wait, iv: iv, dropped: r.chunk != nil}
-	if r.chunk != nil && !(r.exceptional && isExceptional(s)) {
+	if r.chunk != nil && (!r.exceptional || !isExceptional(s)) {
 		it.held = r.chunk.Hold(n, scope, s)
 	}
 	return it

@@ -167,16 +167,18 @@ func (p *stepSamplingProcessor) placeResource(id rankIdentity, rs ptrace.Resourc
 		b.places[f] = b.inStep(id, iteration, s)
 		p.resolveRank(id, tl, b)
 		for ; seg < f; seg++ {
-			p.placeSpan(id, tl, seg, b)
+			b.placeSpan(id, tl, seg)
 		}
 		seg = f + 1
 	}
 	for ; seg < len(b.spans); seg++ {
-		p.placeSpan(id, tl, seg, b)
+		b.placeSpan(id, tl, seg)
 	}
 }
 
-func (p *stepSamplingProcessor) placeSpan(id rankIdentity, tl *stepbusy.RankSteps, f int, b *batch) {
+// placeSpan places span f of the batch, not a usable step span, in its
+// rank's step or outside every step, or holds it for its step span.
+func (b *batch) placeSpan(id rankIdentity, tl *stepbusy.RankSteps, f int) {
 	if b.places[f].kind != placeNone {
 		return
 	}
