@@ -26,6 +26,13 @@ export GOFLAGS ?= -buildvcs=false
 # support is left out: internal/testing/ (`make lint` checks that the binary
 # links none of it) and mdatagen's internal/metadatatest packages.
 COMPONENT_SRC := $(shell find exporter processor connector confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' ! -path 'internal/testing/*' ! -path '*/internal/metadatatest/*' 2>/dev/null)
+# The Go modules `make test` and `make lint` cover: the components (the root
+# module), and e2e/ and bench/, each a module of its own so that a
+# distribution importing the components does not inherit what only the
+# tests use (k8s.io, compose-go, jsonschema). Both replace the root module
+# with ../, so they test the code in this tree. internal/tools and
+# internal/tools/jaeger hold pinned tools only.
+MODULES := . e2e bench
 # Our packages that builder-config.yaml puts in the binary, for that check.
 COMPONENT_PKGS := $(shell sed -n 's|^ *import: \(github.com/nemo-lens/otelcol-nemo/.*\)|\1|p' builder-config.yaml)
 METADATA      := $(shell find exporter processor connector -name metadata.yaml 2>/dev/null)
@@ -80,10 +87,15 @@ run: $(BINARY) ## Build and run the collector on the default preset (CONFIG=conf
 	$(BINARY) --config=$(CONFIG)
 
 # OTELCOL_NEMO_REQUIRE_BINARY: a missing binary fails the tests that need it;
-# a bare `go test ./...` skips them instead, naming `make build`.
+# a bare `go test ./...` skips them instead, naming `make build`. One
+# `go test` per module (a pattern does not cross into a nested module); each
+# runs even when an earlier one failed, and any failure fails the target.
 .PHONY: test
-test: $(BINARY) $(JAEGER) $(VERSITYGW) ## Run every test: unit, component and e2e against the built binary
-	OTELCOL_NEMO_REQUIRE_BINARY=1 $(GO) test -count=1 -timeout 30m ./...
+test: $(BINARY) $(JAEGER) $(VERSITYGW) ## Run every test of every module: unit, component and e2e against the built binary
+	@status=0; for m in $(MODULES); do \
+		echo "== go test ($$m)"; \
+		OTELCOL_NEMO_REQUIRE_BINARY=1 $(GO) -C $$m test -count=1 -timeout 30m ./... || status=1; \
+	done; exit $$status
 
 # Every fuzz target, as package:Target. Their seed corpora live in each
 # package's testdata/fuzz/ and run in every `go test`; `make fuzz` explores.
@@ -116,13 +128,16 @@ generate: $(MDATAGEN) ## Regenerate mdatagen code and configs/*.yaml (from confi
 		echo "generated files were stale: review and commit the changes above"; exit 1; fi
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## License headers, no test support in the binary, gofmt, go vet and golangci-lint (pinned; contrib's rule set, .golangci.yml)
+lint: $(GOLANGCI_LINT) ## License headers, no test support in the binary, gofmt, go vet and golangci-lint on every module (pinned; contrib's rule set, .golangci.yml)
 	.ci/license-headers.sh
 	@linked=$$($(GO) list -deps $(COMPONENT_PKGS) | grep -E 'otelcol-nemo/internal/testing/|/internal/metadatatest$$' || true); \
 		if [ -n "$$linked" ]; then echo "the binary links test-support packages (a package the binary needs is not test support: move it out of internal/testing/):"; echo "$$linked"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^_build/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GOLANGCI_LINT) run ./...
+	@set -e; for m in $(MODULES); do \
+		echo "== go vet, golangci-lint ($$m)"; \
+		$(GO) -C $$m vet ./...; \
+		(cd $$m && $(abspath $(GOLANGCI_LINT)) run --config $(abspath .golangci.yml) ./...); \
+	done
 
 .PHONY: bench
 bench: $(BINARY) ## Run the benchmarks and write BENCHMARKS.md

@@ -235,8 +235,8 @@ func checkQuotes(root string, update bool) ([]string, error) {
 }
 
 // TestDocsQuoteBenchmarks: what the docs quote of BENCHMARKS.md and of the
-// dated runs is what those reports say (go test ./bench -run
-// TestDocsQuoteBenchmarks -args -update-quotes rewrites BENCHMARKS.md's).
+// dated runs is what those reports say (go test -run TestDocsQuoteBenchmarks
+// -args -update-quotes in bench/ rewrites BENCHMARKS.md's).
 func TestDocsQuoteBenchmarks(t *testing.T) {
 	problems, err := checkQuotes(testcollector.RepoRoot(t), *updateQuotes)
 	if err != nil {

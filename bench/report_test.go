@@ -183,8 +183,8 @@ func renderReport(t *testing.T, in reportInput) string {
 	w("Written by the scenario harness (`make bench`, i.e. `bench/run.sh`) on %s; the scenarios took %s.\n", in.started.UTC().Format("2006-01-02 15:04 UTC"), in.elapsed.Round(time.Second))
 	w("Every figure below comes from that one run, on one machine: compare rows of this file with each other,\n")
 	w("not with another run's.\n\n")
-	w("Rerun everything: `make bench`. Scenarios only: `go test ./bench -run TestScenarios -count=1 -timeout 14m -args -full -out $PWD/BENCHMARKS.md`\n")
-	w("(add `-only ceiling,file` to pick scenarios). Smoke run (CI, `make test`): `go test ./bench` (about 2 s of load per scenario).\n\n")
+	w("Rerun everything: `make bench`. Scenarios only: `cd bench && go test -run TestScenarios -count=1 -timeout 14m -args -full -out $PWD/../BENCHMARKS.md`\n")
+	w("(add `-only ceiling,file` to pick scenarios). Smoke run (CI, `make test`): `cd bench && go test .` (about 2 s of load per scenario).\n\n")
 
 	w("## Machine\n\n| | |\n|---|---|\n")
 	w("| CPU | %s, %d cores |\n| Memory | %s |\n| Kernel | %s |\n| Go | %s |\n", cpu, runtime.NumCPU(), mem, kernel, runtime.Version())

@@ -66,15 +66,25 @@ trap 'if [[ -n "$child" ]]; then kill -TERM "$child" 2>/dev/null || true; wait "
 
 remaining() { echo $(( budget - ($(date +%s) - start) )); }
 
-# Packages with benchmarks: a *_test.go declaring func Benchmark...
-mapfile -t pkgs < <($go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
-  if grep -qs '^func Benchmark' "$dir"/*_test.go; then echo "$pkg"; fi
-done)
+# Packages with benchmarks (a *_test.go declaring func Benchmark...), in
+# each module: the root, e2e/ and bench/ are modules of their own, and one
+# `go test` runs the packages of one module. e2e's two-tier benchmarks take
+# minutes, so they run last, in what the others leave of the budget.
+modules=(bench . e2e)
+declare -A bench_pkgs
+for mod in "${modules[@]}"; do
+  found=$($go -C "$mod" list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
+    if grep -qs '^func Benchmark' "$dir"/*_test.go; then echo "$pkg"; fi
+  done)
+  bench_pkgs[$mod]=$found
+done
 
-echo "== micro-benchmarks: ${pkgs[*]:-none}"
+all_pkgs=()
+for mod in "${modules[@]}"; do all_pkgs+=(${bench_pkgs[$mod]}); done
+echo "== micro-benchmarks: ${all_pkgs[*]:-none}"
 micro_raw=$out/micro.txt
 micro_sum=$out/micro-benchstat.txt
-if [[ ${#pkgs[@]} -gt 0 ]]; then
+if [[ ${#all_pkgs[@]} -gt 0 ]]; then
   if [[ $smoke -eq 1 ]]; then
     bench_flags=(-benchtime 1x -count 1)
   else
@@ -82,9 +92,21 @@ if [[ ${#pkgs[@]} -gt 0 ]]; then
   fi
   micro_budget=$(( $(remaining) - scenario_reserve ))
   [[ $micro_budget -ge 120 ]] || micro_budget=120
-  if ! run_bounded "$micro_budget" $go test -run '^$' -bench . -benchmem "${bench_flags[@]}" -timeout "${micro_budget}s" "${pkgs[@]}" > >(tee "$micro_raw") 2>&1; then
-    echo "bench: micro-benchmarks failed or ran out of their ${micro_budget}s" | tee -a "$micro_raw" >&2
-  fi
+  micro_end=$(( $(date +%s) + micro_budget ))
+  : > "$micro_raw"
+  for mod in "${modules[@]}"; do
+    [[ -n "${bench_pkgs[$mod]}" ]] || continue
+    mapfile -t pkgs <<<"${bench_pkgs[$mod]}"
+    # The modules share the micro-benchmarks' budget.
+    left=$(( micro_end - $(date +%s) ))
+    if [[ $left -lt 30 ]]; then
+      echo "bench: no time left for the micro-benchmarks of ${pkgs[*]}" | tee -a "$micro_raw" >&2
+      continue
+    fi
+    if ! run_bounded "$left" $go -C "$mod" test -run '^$' -bench . -benchmem "${bench_flags[@]}" -timeout "${left}s" "${pkgs[@]}" > >(tee -a "$micro_raw") 2>&1; then
+      echo "bench: micro-benchmarks of ${pkgs[*]} failed or ran out of the ${micro_budget}s" | tee -a "$micro_raw" >&2
+    fi
+  done
   if run_bounded 180 $go run "$benchstat" "$micro_raw" > "$micro_sum" 2> "$out/benchstat.err"; then
     cat "$micro_sum"
   else
@@ -109,7 +131,7 @@ else
   args+=(-full -phase "$phase" -budget "$(( scen_budget - 30 ))s" -out "$root/BENCHMARKS.md" -micro "$root/$micro_sum")
 fi
 status=0
-run_bounded "$scen_budget" $go test ./bench -run '^TestScenarios$' -count=1 -v -timeout "$(( scen_budget - 10 ))s" -args "${args[@]}" \
+run_bounded "$scen_budget" $go -C bench test . -run '^TestScenarios$' -count=1 -v -timeout "$(( scen_budget - 10 ))s" -args "${args[@]}" \
   > >(tee "$out/scenarios.log" | grep --line-buffered -E '^(=== RUN|--- |    scenarios_test|ok|FAIL|PASS)') 2>&1 || status=$?
 echo "== done in $(( $(date +%s) - start ))s"
 if [[ $status -ne 0 ]]; then

@@ -22,7 +22,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
-// Flags of a full run (go test ./bench -run TestScenarios -args -full ...);
+// Flags of a full run (go test -run TestScenarios -args -full ... in bench/);
 // without -full the test is the smoke run.
 var (
 	fullRun          = flag.Bool("full", false, "run every scenario for -phase per load phase and write the report; default: a smoke run of about 2 s per scenario")
@@ -248,7 +248,7 @@ func TestScenarios(t *testing.T) {
 	root := testcollector.RepoRoot(t)
 	testcollector.Binary(t)
 	components := componentList(t)
-	loadgen := testcollector.BuildTool(t, "./bench/loadgen")
+	loadgen := testcollector.BuildTool(t, "bench/loadgen")
 	only := map[string]bool{}
 	known := map[string]bool{}
 	for _, sc := range scenarioList() {

@@ -128,5 +128,5 @@ log "docker compose config: every compose file accepted"
 # 6. The Docker-guarded Go tests.
 s=$(now)
 NEMO_DOCKER_TEST=1 NEMO_DOCKER_IMAGE="$IMAGE" NEMO_DOCKER_LABEL="$LABEL" NEMO_COMPOSE_PROJECT="$RUN_ID" \
-  go test -count=1 -timeout 15m -run '^TestDocker' -v ./e2e/
+  go -C e2e test -count=1 -timeout 15m -run '^TestDocker' -v .
 log "docker tests passed in $(( $(now) - s ))s; total $(( $(now) - t0 ))s"

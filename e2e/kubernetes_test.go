@@ -203,7 +203,7 @@ type configMapEntry struct{ key, source, content string }
 func renderConfigMap(name string, entries []configMapEntry) []byte {
 	var b strings.Builder
 	b.WriteString("# Generated from the files named below; do not edit. Regenerate with\n")
-	b.WriteString("#   go test ./e2e -run TestKubernetesConfigMapsHoldTheConfigs -update-k8s-configmaps\n")
+	b.WriteString("#   cd e2e && go test -run TestKubernetesConfigMapsHoldTheConfigs -update-k8s-configmaps\n")
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: otelcol-nemo\n", name)
 	b.WriteString("  labels:\n    app.kubernetes.io/name: otelcol-nemo\n    app.kubernetes.io/part-of: otelcol-nemo\ndata:\n")
 	for _, e := range entries {
@@ -254,7 +254,7 @@ func TestKubernetesConfigMapsHoldTheConfigs(t *testing.T) {
 		}
 		for _, e := range want[cm.name] {
 			if got.Data[e.key] != e.content {
-				t.Errorf("ConfigMap %s key %s differs from %s: run go test ./e2e -run TestKubernetesConfigMapsHoldTheConfigs -update-k8s-configmaps", cm.name, e.key, e.source)
+				t.Errorf("ConfigMap %s key %s differs from %s: regenerate with (cd e2e && go test -run TestKubernetesConfigMapsHoldTheConfigs -update-k8s-configmaps)", cm.name, e.key, e.source)
 			}
 		}
 	}

@@ -31,7 +31,7 @@ type loadReport struct {
 // buildLoadgen compiles bench/loadgen into a temporary directory.
 func buildLoadgen(tb testing.TB) string {
 	tb.Helper()
-	return testcollector.BuildTool(tb, "./bench/loadgen")
+	return testcollector.BuildTool(tb, "bench/loadgen")
 }
 
 func runLoad(t *testing.T, bin string, args ...string) loadReport {

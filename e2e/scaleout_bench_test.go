@@ -24,7 +24,7 @@ import (
 // bench/loadgen (built on first use). They take minutes and are not run by
 // go test without -bench:
 //
-//	go test ./e2e -run '^$' -bench 'ScaleOut|AgentHop' -benchtime 1x -timeout 30m
+//	cd e2e && go test -run '^$' -bench 'ScaleOut|AgentHop' -benchtime 1x -timeout 30m
 //
 // Every process (load generators, agents, gateways) shares the machine's
 // cores: on a small machine the figures compare topologies with each other,

@@ -72,7 +72,7 @@ func sbinPath(name string) (string, error) {
 // buildLensrank compiles the emulated rank into a temporary directory.
 func buildLensrank(t *testing.T) string {
 	t.Helper()
-	return testcollector.BuildTool(t, "./internal/testing/lensemu/cmd/lensrank")
+	return testcollector.BuildTool(t, "internal/testing/lensemu/cmd/lensrank")
 }
 
 // slurmCluster is a cluster whose state lives in dir.

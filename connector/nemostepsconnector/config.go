@@ -66,13 +66,23 @@ type StallsConfig struct {
 	JobSpanNames []string `mapstructure:"job_span_names"`
 }
 
+// The configuration's errors. Each message wraps one of them with the value
+// it got, so that it names the key and the fix while the tests match the
+// kind with errors.Is. The step settings' errors are internal/steps'.
+var (
+	errMinStall         = errors.New("min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s)")
+	errStallFactor      = errors.New("stall_factor must be 0 or more (a stall is longer than stall_factor x the median step)")
+	errInterval         = errors.New("interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long)")
+	errMaxOpenRankSteps = errors.New("max_open_rank_steps must be at least 1")
+)
+
 func (s *StallsConfig) check() error {
 	var errs []error
 	if s.MinStall <= 0 {
-		errs = append(errs, fmt.Errorf("min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s), got %s", s.MinStall))
+		errs = append(errs, fmt.Errorf("%w, got %s", errMinStall, s.MinStall))
 	}
 	if s.StallFactor < 0 {
-		errs = append(errs, fmt.Errorf("stall_factor must be 0 or more (a stall is longer than stall_factor x the median step), got %g", s.StallFactor))
+		errs = append(errs, fmt.Errorf("%w, got %g", errStallFactor, s.StallFactor))
 	}
 	return errors.Join(errs...)
 }
@@ -84,10 +94,10 @@ var _ component.Config = (*Config)(nil)
 func (cfg *Config) Validate() error {
 	errs := []error{cfg.Settings.Check(), cfg.Waits.Check(), cfg.Keys.Check(steps.Need{Rank: true}), cfg.Stalls.check()}
 	if cfg.Interval < 0 {
-		errs = append(errs, fmt.Errorf("interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long), got %s", cfg.Interval))
+		errs = append(errs, fmt.Errorf("%w, got %s", errInterval, cfg.Interval))
 	}
 	if cfg.MaxOpenRankSteps < 1 {
-		errs = append(errs, fmt.Errorf("max_open_rank_steps must be at least 1, got %d", cfg.MaxOpenRankSteps))
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxOpenRankSteps, cfg.MaxOpenRankSteps))
 	}
 	return errors.Join(errs...)
 }

@@ -4,28 +4,24 @@
 package nemostepsconnector
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/configtest"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-
 	tests := []struct {
 		name    string
 		want    *Config
-		wantErr string
+		wantErr []error
 	}{
 		{name: "", want: &Config{
 			Settings: steps.Settings{
@@ -74,34 +70,30 @@ func TestLoadConfig(t *testing.T) {
 				GroupKeys:     []string{"slurm.job.id"},
 			},
 		}},
-		{name: "bad_threshold", wantErr: "relative_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got 1.5"},
-		{name: "bad_individual_threshold", wantErr: "individual_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got -0.1"},
-		{name: "bad_wait_pattern", wantErr: `wait_spans: entry 0 ("megatron.*.recv"): "*" is only allowed at the end, as in "megatron.grad_sync.*"`},
-		{name: "match_everything", wantErr: `wait_spans: entry 0 ("*") would match every span`},
-		{name: "empty_step_names", wantErr: "step_span_names must list at least one span name, e.g. [megatron.train_step, megatron.train.iteration]"},
-		{name: "empty_step_name", wantErr: "step_span_names[1] must not be empty"},
-		{name: "negative_interval", wantErr: "interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long), got -1s"},
-		{name: "negative_decision_wait", wantErr: "decision_wait must be positive (a step is decided at the latest this long after its first step span), got -5s"},
-		{name: "zero_decision_wait", wantErr: "decision_wait must be positive"},
-		{name: "negative_span_wait", wantErr: "span_wait must be positive, or 0 to wait as long as decision_wait, got -1s"},
-		{name: "no_rank_keys", wantErr: "rank_keys must list at least one attribute key, e.g. [nv.dl.rank, dl.rank]"},
-		{name: "bad_limits", wantErr: "history must be at least 1 step, got 0\nmax_open_rank_steps must be at least 1, got 0"},
-		{name: "empty_iteration_attribute", wantErr: "iteration_attribute must not be empty; the default is megatron.iteration"},
-		{name: "bad_stall", wantErr: "min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s), got 0s\nstall_factor must be 0 or more (a stall is longer than stall_factor x the median step), got -1"},
+		{name: "bad_threshold", wantErr: []error{steps.ErrScoreRange}},
+		{name: "bad_individual_threshold", wantErr: []error{steps.ErrScoreRange}},
+		{name: "bad_wait_pattern", wantErr: []error{stepbusy.ErrStarNotAtEnd}},
+		{name: "match_everything", wantErr: []error{stepbusy.ErrMatchesEverySpan}},
+		{name: "empty_step_names", wantErr: []error{steps.ErrNoStepSpanNames}},
+		{name: "empty_step_name", wantErr: []error{steps.ErrEmptyKey}},
+		{name: "negative_interval", wantErr: []error{errInterval}},
+		{name: "negative_decision_wait", wantErr: []error{steps.ErrDecisionWait}},
+		{name: "zero_decision_wait", wantErr: []error{steps.ErrDecisionWait}},
+		{name: "negative_span_wait", wantErr: []error{steps.ErrNegativeSpanWait}},
+		{name: "no_rank_keys", wantErr: []error{steps.ErrNoKeys}},
+		{name: "bad_limits", wantErr: []error{steps.ErrHistory, errMaxOpenRankSteps}},
+		{name: "empty_iteration_attribute", wantErr: []error{steps.ErrNoIterationAttribute}},
+		{name: "bad_stall", wantErr: []error{errMinStall, errStallFactor}},
 	}
 	for _, tt := range tests {
 		id := component.NewIDWithName(metadata.Type, tt.name)
 		t.Run(id.String(), func(t *testing.T) {
 			cfg := createDefaultConfig()
-			sub, err := cm.Sub(id.String())
-			require.NoError(t, err)
-			err = sub.Unmarshal(cfg)
-			if err == nil {
-				err = confmap.Validate(cfg)
-			}
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			err := configtest.Load(t, id, cfg)
+			if tt.wantErr != nil {
+				for _, want := range tt.wantErr {
+					require.ErrorIs(t, err, want)
+				}
 				return
 			}
 			require.NoError(t, err)

@@ -18,6 +18,23 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 )
 
+// The configuration's errors. Each message wraps one of them with the value
+// it got, so that it names the key and the fix while the tests match the
+// kind with errors.Is. The path templates' errors are in pathtemplate.go.
+var (
+	errCompression = errors.New("compression must be one of none, gzip, zstd")
+	errTimeoutKey  = errors.New("timeout is not a jsonl_file setting: a file write cannot be interrupted once it has started; " +
+		"remove it (sending_queue::block_on_overflow and the senders' own timeouts bound how long a request waits)")
+	errNoDirectory         = errors.New("directory must be set")
+	errMaxOpenFiles        = errors.New("max_open_files must be at least 1")
+	errFilePermissions     = errors.New(`file_permissions must be an octal mode between 0001 and 0777 such as "0640"`)
+	errOwnerReadWrite      = errors.New("file_permissions must let the owner read and write (0600)")
+	errFlushInterval       = errors.New("flush_interval must not be negative")
+	errMaxDistinctPaths    = errors.New("max_distinct_paths must not be negative (0 disables the bound)")
+	errNegativeRotation    = errors.New("must not be negative")
+	errRotationWithoutSize = errors.New("rotation::max_days and rotation::max_backups need rotation::max_megabytes > 0")
+)
+
 // Compression says how whole files are compressed (the `compression` key).
 type Compression string
 
@@ -36,7 +53,7 @@ func (c Compression) Validate() error {
 	case "", compressionNone, compressionGzip, compressionZstd:
 		return nil
 	default:
-		return fmt.Errorf("compression must be one of none, gzip, zstd, got %q", string(c))
+		return fmt.Errorf("%w, got %q", errCompression, string(c))
 	}
 }
 
@@ -134,8 +151,7 @@ var (
 // earlier versions).
 func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 	if conf.IsSet("timeout") {
-		return errors.New("timeout is not a jsonl_file setting: a file write cannot be interrupted once it has started; " +
-			"remove it (sending_queue::block_on_overflow and the senders' own timeouts bound how long a request waits)")
+		return errTimeoutKey
 	}
 	var mode int64
 	isNumber := true
@@ -163,7 +179,7 @@ func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.Directory == "" {
-		errs = append(errs, errors.New("directory must be set"))
+		errs = append(errs, errNoDirectory)
 	}
 	for _, p := range []struct{ key, value string }{
 		{"traces_path", cfg.TracesPath},
@@ -178,7 +194,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("missing_attribute_value: %w", err))
 	}
 	if cfg.MaxOpenFiles < 1 {
-		errs = append(errs, fmt.Errorf("max_open_files must be at least 1, got %d", cfg.MaxOpenFiles))
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxOpenFiles, cfg.MaxOpenFiles))
 	}
 	if _, err := parseFilePermissions(cfg.FilePermissions); err != nil {
 		errs = append(errs, err)
@@ -187,22 +203,25 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if cfg.FlushInterval < 0 {
-		errs = append(errs, fmt.Errorf("flush_interval must not be negative, got %s", cfg.FlushInterval))
+		errs = append(errs, fmt.Errorf("%w, got %s", errFlushInterval, cfg.FlushInterval))
 	}
 	if cfg.MaxDistinctPaths < 0 {
-		errs = append(errs, fmt.Errorf("max_distinct_paths must not be negative (0 disables the bound), got %d", cfg.MaxDistinctPaths))
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxDistinctPaths, cfg.MaxDistinctPaths))
 	}
-	if cfg.Rotation.MaxMegabytes < 0 {
-		errs = append(errs, fmt.Errorf("rotation::max_megabytes must not be negative, got %d", cfg.Rotation.MaxMegabytes))
-	}
-	if cfg.Rotation.MaxDays < 0 {
-		errs = append(errs, fmt.Errorf("rotation::max_days must not be negative, got %d", cfg.Rotation.MaxDays))
-	}
-	if cfg.Rotation.MaxBackups < 0 {
-		errs = append(errs, fmt.Errorf("rotation::max_backups must not be negative, got %d", cfg.Rotation.MaxBackups))
+	for _, r := range []struct {
+		key   string
+		value int
+	}{
+		{"rotation::max_megabytes", cfg.Rotation.MaxMegabytes},
+		{"rotation::max_days", cfg.Rotation.MaxDays},
+		{"rotation::max_backups", cfg.Rotation.MaxBackups},
+	} {
+		if r.value < 0 {
+			errs = append(errs, fmt.Errorf("%s %w, got %d", r.key, errNegativeRotation, r.value))
+		}
 	}
 	if cfg.Rotation.MaxMegabytes == 0 && (cfg.Rotation.MaxDays > 0 || cfg.Rotation.MaxBackups > 0) {
-		errs = append(errs, errors.New("rotation::max_days and rotation::max_backups need rotation::max_megabytes > 0"))
+		errs = append(errs, errRotationWithoutSize)
 	}
 	return errors.Join(errs...)
 }
@@ -211,11 +230,11 @@ func (cfg *Config) Validate() error {
 func parseFilePermissions(s string) (os.FileMode, error) {
 	v, err := strconv.ParseUint(s, 8, 32)
 	if err != nil || v == 0 || v&^0o777 != 0 {
-		return 0, fmt.Errorf("file_permissions must be an octal mode between 0001 and 0777 such as \"0640\", got %q", s)
+		return 0, fmt.Errorf("%w, got %q", errFilePermissions, s)
 	}
 	if v&0o600 != 0o600 {
 		// The exporter reopens its files (after eviction, to repair a tail).
-		return 0, fmt.Errorf("file_permissions must let the owner read and write (0600), got %q", s)
+		return 0, fmt.Errorf("%w, got %q", errOwnerReadWrite, s)
 	}
 	return os.FileMode(v), nil
 }

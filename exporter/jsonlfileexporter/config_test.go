@@ -4,7 +4,6 @@
 package jsonlfileexporter
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,16 +13,13 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/configtest"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-
 	fullQueue := exporterhelper.NewDefaultQueueConfig()
 	fullQueue.NumConsumers = 2
 	fullQueue.QueueSize = 500
@@ -42,7 +38,7 @@ func TestLoadConfig(t *testing.T) {
 	tests := []struct {
 		id       component.ID
 		expected *Config
-		errMsg   string
+		wantErr  error
 	}{
 		{
 			id:       component.NewID(metadata.Type),
@@ -75,35 +71,29 @@ func TestLoadConfig(t *testing.T) {
 			id:       component.NewIDWithName(metadata.Type, "unquoted_permissions"),
 			expected: withDir(func(c *Config) { c.FilePermissions = "0640" }),
 		},
-		{id: component.NewIDWithName(metadata.Type, "no_directory"), errMsg: "directory must be set"},
-		{id: component.NewIDWithName(metadata.Type, "escaping_path"), errMsg: `traces_path: must stay inside directory (no '..' element), got "../traces.jsonl"`},
-		{id: component.NewIDWithName(metadata.Type, "absolute_path"), errMsg: `metrics_path: must be relative to directory, got "/tmp/metrics.jsonl"`},
-		{id: component.NewIDWithName(metadata.Type, "unclosed_brace"), errMsg: `logs_path: unclosed '{' in "{nemo.run.id/logs.jsonl"`},
-		{id: component.NewIDWithName(metadata.Type, "directory_path"), errMsg: `traces_path: must name a file, got "{nemo.run.id}/"`},
-		{id: component.NewIDWithName(metadata.Type, "bad_fallback"), errMsg: `missing_attribute_value: must be at most 128 bytes`},
-		{id: component.NewIDWithName(metadata.Type, "bad_permissions"), errMsg: `file_permissions must be an octal mode between 0001 and 0777 such as "0640", got "rw-r-----"`},
-		{id: component.NewIDWithName(metadata.Type, "read_only_permissions"), errMsg: `file_permissions must let the owner read and write (0600), got "0444"`},
-		{id: component.NewIDWithName(metadata.Type, "bad_compression"), errMsg: `compression must be one of none, gzip, zstd, got "lz4"`},
-		{id: component.NewIDWithName(metadata.Type, "zero_open_files"), errMsg: "max_open_files must be at least 1, got 0"},
-		{id: component.NewIDWithName(metadata.Type, "negative_flush"), errMsg: "flush_interval must not be negative, got -1s"},
-		{id: component.NewIDWithName(metadata.Type, "negative_rotation"), errMsg: "rotation::max_megabytes must not be negative, got -1"},
-		{id: component.NewIDWithName(metadata.Type, "backups_without_size"), errMsg: "rotation::max_days and rotation::max_backups need rotation::max_megabytes > 0"},
-		{id: component.NewIDWithName(metadata.Type, "timeout"), errMsg: "timeout is not a jsonl_file setting: a file write cannot be interrupted once it has started; remove it"},
-		{id: component.NewIDWithName(metadata.Type, "negative_paths"), errMsg: "max_distinct_paths must not be negative (0 disables the bound), got -1"},
+		{id: component.NewIDWithName(metadata.Type, "no_directory"), wantErr: errNoDirectory},
+		{id: component.NewIDWithName(metadata.Type, "escaping_path"), wantErr: errEscapingPath},
+		{id: component.NewIDWithName(metadata.Type, "absolute_path"), wantErr: errAbsolutePath},
+		{id: component.NewIDWithName(metadata.Type, "unclosed_brace"), wantErr: errUnclosedBrace},
+		{id: component.NewIDWithName(metadata.Type, "directory_path"), wantErr: errNotAFile},
+		{id: component.NewIDWithName(metadata.Type, "bad_fallback"), wantErr: errPathValue},
+		{id: component.NewIDWithName(metadata.Type, "bad_permissions"), wantErr: errFilePermissions},
+		{id: component.NewIDWithName(metadata.Type, "read_only_permissions"), wantErr: errOwnerReadWrite},
+		{id: component.NewIDWithName(metadata.Type, "bad_compression"), wantErr: errCompression},
+		{id: component.NewIDWithName(metadata.Type, "zero_open_files"), wantErr: errMaxOpenFiles},
+		{id: component.NewIDWithName(metadata.Type, "negative_flush"), wantErr: errFlushInterval},
+		{id: component.NewIDWithName(metadata.Type, "negative_rotation"), wantErr: errNegativeRotation},
+		{id: component.NewIDWithName(metadata.Type, "backups_without_size"), wantErr: errRotationWithoutSize},
+		{id: component.NewIDWithName(metadata.Type, "timeout"), wantErr: errTimeoutKey},
+		{id: component.NewIDWithName(metadata.Type, "negative_paths"), wantErr: errMaxDistinctPaths},
 	}
 
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
 			cfg := createDefaultConfig()
-			sub, err := cm.Sub(tt.id.String())
-			require.NoError(t, err)
-			err = sub.Unmarshal(cfg)
-			if err == nil {
-				err = confmap.Validate(cfg)
-			}
-			if tt.errMsg != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.errMsg)
+			err := configtest.Load(t, tt.id, cfg)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
@@ -125,7 +115,24 @@ func TestDefaultConfig(t *testing.T) {
 	assert.True(t, cfg.QueueConfig.HasValue())
 	assert.True(t, cfg.RetryConfig.Enabled)
 	// The default configuration only lacks the directory.
-	require.EqualError(t, confmap.Validate(cfg), "directory must be set")
+	require.ErrorIs(t, confmap.Validate(cfg), errNoDirectory)
+	require.EqualError(t, confmap.Validate(cfg), "directory must be set", "the only error")
+}
+
+// The messages whose text is the point: a path template's names its key and
+// what it got, timeout's says what bounds a write instead.
+func TestErrorMessagesNameTheKeyAndTheFix(t *testing.T) {
+	for name, want := range map[string]string{
+		"escaping_path": `traces_path: must stay inside directory (no '..' element), got "../traces.jsonl"`,
+		"timeout": "timeout is not a jsonl_file setting: a file write cannot be interrupted once it has started; " +
+			"remove it (sending_queue::block_on_overflow and the senders' own timeouts bound how long a request waits)",
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := configtest.Load(t, component.NewIDWithName(metadata.Type, name), createDefaultConfig())
+			// Contains: confmap puts the path of the key being decoded in front.
+			require.ErrorContains(t, err, want)
+		})
+	}
 }
 
 func TestDirPermissions(t *testing.T) {

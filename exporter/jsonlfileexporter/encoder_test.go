@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -200,4 +201,15 @@ func TestMegatronBatchesDecodeStrictly(t *testing.T) {
 		var r logRecord
 		decodeStrict(t, l, &r)
 	}
+}
+
+// The data types below have no lines of their own but must not produce
+// invalid ones either.
+func TestEmptyBatchesWriteNothing(t *testing.T) {
+	assert.Empty(t, encodeTraces(ptrace.NewTraces()))
+	assert.Empty(t, encodeMetrics(pmetric.NewMetrics()))
+	assert.Empty(t, encodeLogs(plog.NewLogs()))
+	td := ptrace.NewTraces()
+	td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	assert.Empty(t, encodeTraces(td))
 }

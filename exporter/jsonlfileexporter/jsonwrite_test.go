@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/randpdata"
 )
 
 func TestAppendJSONFloat(t *testing.T) {
@@ -82,68 +84,6 @@ func FuzzAppendJSONString(f *testing.F) {
 			require.Equal(t, s, decoded, "valid UTF-8 must round-trip unchanged")
 		}
 	})
-}
-
-// randomValue fills v with a random attribute value of any type, nested up
-// to depth levels, with strings that need escaping or are not UTF-8.
-func randomValue(r *rand.Rand, v pcommon.Value, depth int) {
-	kinds := 7
-	if depth <= 0 {
-		kinds = 5
-	}
-	switch r.IntN(kinds + 1) {
-	case 0:
-		v.SetStr(randomString(r))
-	case 1:
-		v.SetInt(int64(r.Uint64()))
-	case 2:
-		switch r.IntN(5) {
-		case 0:
-			v.SetDouble(math.NaN())
-		case 1:
-			v.SetDouble(math.Inf(1 - 2*r.IntN(2)))
-		case 2:
-			v.SetDouble(float64(r.IntN(1000)))
-		default:
-			v.SetDouble(math.Float64frombits(r.Uint64()))
-			if f := v.Double(); math.IsNaN(f) || math.IsInf(f, 0) {
-				v.SetDouble(r.NormFloat64())
-			}
-		}
-	case 3:
-		v.SetBool(r.IntN(2) == 0)
-	case 4:
-		b := make([]byte, r.IntN(20))
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		v.SetEmptyBytes().FromRaw(b)
-	case 5:
-		// leave empty
-	case 6:
-		s := v.SetEmptySlice()
-		for range r.IntN(4) {
-			randomValue(r, s.AppendEmpty(), depth-1)
-		}
-	default:
-		m := v.SetEmptyMap()
-		for i := range r.IntN(4) {
-			randomValue(r, m.PutEmpty(randomString(r)+strconv.Itoa(i)), depth-1)
-		}
-	}
-}
-
-var awkwardPieces = []string{
-	"a", "Z", " ", "\"", "\\", "/", "\n", "\r", "\t", "\x00", "\x01", "\x1f", "\x7f",
-	"\xff", "\xc3", "\xc3\x28", "\xed\xa0\x80", "é", "日本", "\u2028", "\U0001F600", "<", ">", "&", "{", "}", "megatron.",
-}
-
-func randomString(r *rand.Rand) string {
-	var sb strings.Builder
-	for range r.IntN(12) {
-		sb.WriteString(awkwardPieces[r.IntN(len(awkwardPieces))])
-	}
-	return sb.String()
 }
 
 // expectedJSON is what a JSON reader must get for v: the value's type
@@ -233,14 +173,14 @@ func TestRandomAttributesRoundTrip(t *testing.T) {
 	for iter := range 300 {
 		td := ptrace.NewTraces()
 		rs := td.ResourceSpans().AppendEmpty()
-		randomValue(r, rs.Resource().Attributes().PutEmpty("res"), 2)
+		randpdata.Value(r, rs.Resource().Attributes().PutEmpty("res"), 2)
 		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName(randomString(r))
+		ss.Scope().SetName(randpdata.String(r))
 		span := ss.Spans().AppendEmpty()
-		span.SetName(randomString(r))
-		span.Status().SetMessage(randomString(r))
+		span.SetName(randpdata.String(r))
+		span.Status().SetMessage(randpdata.String(r))
 		for i := range 8 {
-			randomValue(r, span.Attributes().PutEmpty(randomString(r)+strconv.Itoa(i)), 3)
+			randpdata.Value(r, span.Attributes().PutEmpty(randpdata.String(r)+strconv.Itoa(i)), 3)
 		}
 		line := encodeTraces(td)
 		lines := splitLines(t, line)

@@ -31,15 +31,30 @@ type templatePart struct {
 	attr    string // the attribute key when this part is a reference
 }
 
+// The errors of a path template and of missing_attribute_value; the config
+// puts the key in front ("traces_path: must name a file, got ...").
+var (
+	errEmptyPath        = errors.New("must not be empty")
+	errAbsolutePath     = errors.New("must be relative to directory")
+	errNotAFile         = errors.New("must name a file")
+	errUnmatchedBrace   = errors.New("unmatched '}'")
+	errUnclosedBrace    = errors.New("unclosed '{'")
+	errEmptyReference   = errors.New("empty attribute reference '{}'")
+	errSlashInReference = errors.New("must not contain '/'")
+	errEscapingPath     = errors.New("must stay inside directory (no '..' element)")
+	errControlInPath    = errors.New(`must not contain control characters or '\'`)
+	errPathValue        = fmt.Errorf(`must be at most %d bytes of UTF-8 without '/', '\', control characters or a leading '.'`, maxPathValueBytes)
+)
+
 func parsePathTemplate(s string) (*pathTemplate, error) {
 	if s == "" {
-		return nil, errors.New("must not be empty")
+		return nil, errEmptyPath
 	}
 	if filepath.IsAbs(s) {
-		return nil, fmt.Errorf("must be relative to directory, got %q", s)
+		return nil, fmt.Errorf("%w, got %q", errAbsolutePath, s)
 	}
 	if strings.HasSuffix(s, "/") {
-		return nil, fmt.Errorf("must name a file, got %q", s)
+		return nil, fmt.Errorf("%w, got %q", errNotAFile, s)
 	}
 	// Drop empty and "." elements so that every template names its files
 	// by one clean relative path; files are told apart by that path.
@@ -53,7 +68,7 @@ func parsePathTemplate(s string) (*pathTemplate, error) {
 	t := &pathTemplate{}
 	rest := strings.Join(kept, "/")
 	if rest == "" {
-		return nil, fmt.Errorf("must name a file, got %q", s)
+		return nil, fmt.Errorf("%w, got %q", errNotAFile, s)
 	}
 	for rest != "" {
 		open := strings.IndexAny(rest, "{}")
@@ -62,21 +77,21 @@ func parsePathTemplate(s string) (*pathTemplate, error) {
 			break
 		}
 		if rest[open] == '}' {
-			return nil, fmt.Errorf("unmatched '}' in %q", s)
+			return nil, fmt.Errorf("%w in %q", errUnmatchedBrace, s)
 		}
 		if open > 0 {
 			t.parts = append(t.parts, templatePart{literal: rest[:open]})
 		}
 		end := strings.IndexAny(rest[open+1:], "{}")
 		if end < 0 || rest[open+1+end] == '{' {
-			return nil, fmt.Errorf("unclosed '{' in %q", s)
+			return nil, fmt.Errorf("%w in %q", errUnclosedBrace, s)
 		}
 		key := rest[open+1 : open+1+end]
 		if strings.TrimSpace(key) == "" {
-			return nil, fmt.Errorf("empty attribute reference '{}' in %q", s)
+			return nil, fmt.Errorf("%w in %q", errEmptyReference, s)
 		}
 		if strings.ContainsRune(key, '/') {
-			return nil, fmt.Errorf("attribute reference {%s} must not contain '/' in %q", key, s)
+			return nil, fmt.Errorf("attribute reference {%s} %w in %q", key, errSlashInReference, s)
 		}
 		t.parts = append(t.parts, templatePart{attr: key})
 		rest = rest[open+1+end+1:]
@@ -98,11 +113,11 @@ func parsePathTemplate(s string) (*pathTemplate, error) {
 	path := string(sample)
 	switch {
 	case filepath.IsAbs(path):
-		return nil, fmt.Errorf("must be relative to directory, got %q", s)
+		return nil, fmt.Errorf("%w, got %q", errAbsolutePath, s)
 	case !filepath.IsLocal(path):
-		return nil, fmt.Errorf("must stay inside directory (no '..' element), got %q", s)
+		return nil, fmt.Errorf("%w, got %q", errEscapingPath, s)
 	case strings.ContainsFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
-		return nil, fmt.Errorf("must not contain control characters or '\\', got %q", s)
+		return nil, fmt.Errorf("%w, got %q", errControlInPath, s)
 	}
 	if static {
 		t.static = path
@@ -171,10 +186,10 @@ func appendPathValue(dst []byte, s string) []byte {
 // checkPathValue reports whether s can be used as is in a path.
 func checkPathValue(s string) error {
 	if s == "" {
-		return errors.New("must not be empty")
+		return errEmptyPath
 	}
 	if string(appendPathValue(nil, s)) != s {
-		return fmt.Errorf("must be at most %d bytes of UTF-8 without '/', '\\', control characters or a leading '.', got %q", maxPathValueBytes, s)
+		return fmt.Errorf("%w, got %q", errPathValue, s)
 	}
 	return nil
 }

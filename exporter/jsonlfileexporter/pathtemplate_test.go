@@ -71,31 +71,31 @@ func TestSignalsSharingAPathShareTheFile(t *testing.T) {
 
 func TestPathTemplateParsing(t *testing.T) {
 	for _, tc := range []struct {
-		in, err string
-		render  string
+		in     string
+		err    error
+		render string
 	}{
 		{in: "traces.jsonl", render: "traces.jsonl"},
 		{in: "./a//b/./traces.jsonl", render: "a/b/traces.jsonl"},
 		{in: "{nemo.run.id}/{nv.dl.rank}.jsonl", render: "run-1/3.jsonl"},
 		{in: "run-{nemo.run.id}-{missing}.jsonl", render: "run-run-1-unknown.jsonl"},
-		{in: "", err: "must not be empty"},
-		{in: "a/../../b", err: "must stay inside directory"},
-		{in: "..", err: "must stay inside directory"},
-		{in: "/abs", err: "must be relative to directory"},
-		{in: "dir/", err: "must name a file"},
-		{in: ".", err: "must name a file"},
-		{in: "{}.jsonl", err: "empty attribute reference"},
-		{in: "{a.jsonl", err: "unclosed '{'"},
-		{in: "{a{b}}.jsonl", err: "unclosed '{'"},
-		{in: "a}.jsonl", err: "unmatched '}'"},
-		{in: "{a/b}.jsonl", err: "must not contain '/'"},
-		{in: "a\x01.jsonl", err: "control characters"},
+		{in: "", err: errEmptyPath},
+		{in: "a/../../b", err: errEscapingPath},
+		{in: "..", err: errEscapingPath},
+		{in: "/abs", err: errAbsolutePath},
+		{in: "dir/", err: errNotAFile},
+		{in: ".", err: errNotAFile},
+		{in: "{}.jsonl", err: errEmptyReference},
+		{in: "{a.jsonl", err: errUnclosedBrace},
+		{in: "{a{b}}.jsonl", err: errUnclosedBrace},
+		{in: "a}.jsonl", err: errUnmatchedBrace},
+		{in: "{a/b}.jsonl", err: errSlashInReference},
+		{in: "a\x01.jsonl", err: errControlInPath},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			tmpl, err := parsePathTemplate(tc.in)
-			if tc.err != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.err)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
 				return
 			}
 			require.NoError(t, err)

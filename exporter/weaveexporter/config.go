@@ -31,6 +31,35 @@ const (
 	minMaxRequestBytes     = 1 << 10
 )
 
+// The configuration's errors. Each message wraps one of them with the value
+// it got (never the API key), so that it names the key and the fix while the
+// tests match the kind with errors.Is.
+var (
+	errAuthMode          = errors.New("auth_mode must be header or basic")
+	errDeployment        = errors.New("deployment must be multi_tenant or dedicated")
+	errNoAPIKey          = errors.New("api_key is required: set it to ${env:WANDB_API_KEY} (a key from https://wandb.ai/authorize, or from your W&B deployment)")
+	errAPIKeySpaces      = errors.New("api_key contains whitespace or control characters (a trailing newline from a secret file?); the key is not shown")
+	errSurroundingSpaces = errors.New("must not start or end with spaces")
+	errSlashInName       = errors.New("must be a bare W&B name without '/'")
+	errMaxRequestBytes   = fmt.Errorf("max_request_bytes must be at least %d", minMaxRequestBytes)
+	errCompression       = errors.New("compression must be gzip, deflate or none: Weave accepts only Content-Encoding gzip or deflate")
+
+	errHostWithoutDedicated  = errors.New("host is only used with deployment: dedicated; add deployment: dedicated, or remove host and put the full URL in endpoint")
+	errNoHost                = errors.New("host is required with deployment: dedicated, e.g. host: acme.wandb.io")
+	errBadHost               = errors.New("host must be a bare host name such as acme.wandb.io (optionally with :port), without scheme or path")
+	errEndpointWithDedicated = errors.New("endpoint cannot be combined with deployment: dedicated")
+	errNoEndpoint            = errors.New("endpoint is required: Weave's multi-tenant URL is " + defaultEndpoint)
+	errEndpointURL           = errors.New("endpoint is not a valid URL")
+	errEndpointScheme        = errors.New("endpoint must start with https:// (or http:// for a local proxy)")
+	errEndpointNoHost        = errors.New("endpoint has no host")
+	errEndpointCredentials   = errors.New("endpoint must not contain credentials: put the key in api_key")
+	errDoubleTracesSuffix    = errors.New("ends in /v1/traces/v1/traces: the weave exporter sends to endpoint as given " +
+		"(otlp_http's endpoint is a base that gets /v1/traces appended, this one is not); remove the repeated /v1/traces, e.g. " + defaultEndpoint)
+	errNoTracesSuffix = errors.New("does not end in /v1/traces: the weave exporter sends to endpoint as given, so it must be the full traces URL, e.g. " +
+		defaultEndpoint + ", or use deployment: dedicated with host for https://<host>" + dedicatedPath)
+	errNoTracesPrefix = errors.New("lacks the /traces prefix that dedicated and self-managed W&B deployments need")
+)
+
 // AuthMode says how the API key is sent to Weave.
 type AuthMode string
 
@@ -47,7 +76,7 @@ func (m AuthMode) Validate() error {
 	case AuthModeHeader, AuthModeBasic:
 		return nil
 	default:
-		return fmt.Errorf("auth_mode must be header or basic, got %q", string(m))
+		return fmt.Errorf("%w, got %q", errAuthMode, string(m))
 	}
 }
 
@@ -98,7 +127,7 @@ func (d *Deployment) UnmarshalText(text []byte) error {
 }
 
 func (d Deployment) unknown() error {
-	return fmt.Errorf("deployment must be multi_tenant or dedicated, got %q", string(d))
+	return fmt.Errorf("%w, got %q", errDeployment, string(d))
 }
 
 // Config defines the configuration of the weave exporter.
@@ -148,9 +177,9 @@ var _ component.Config = (*Config)(nil)
 func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.APIKey == "" {
-		errs = append(errs, errors.New("api_key is required: set it to ${env:WANDB_API_KEY} (a key from https://wandb.ai/authorize, or from your W&B deployment)"))
+		errs = append(errs, errNoAPIKey)
 	} else if strings.ContainsFunc(string(cfg.APIKey), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-		errs = append(errs, errors.New("api_key contains whitespace or control characters (a trailing newline from a secret file?); the key is not shown"))
+		errs = append(errs, errAPIKeySpaces)
 	}
 	if err := cfg.AuthMode.Validate(); err != nil {
 		errs = append(errs, err)
@@ -167,15 +196,15 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if cfg.RunIDAttribute != strings.TrimSpace(cfg.RunIDAttribute) {
-		errs = append(errs, fmt.Errorf("run_id_attribute must not start or end with spaces, got %q", cfg.RunIDAttribute))
+		errs = append(errs, fmt.Errorf("run_id_attribute %w, got %q", errSurroundingSpaces, cfg.RunIDAttribute))
 	}
 	if cfg.MaxRequestBytes < minMaxRequestBytes {
-		errs = append(errs, fmt.Errorf("max_request_bytes must be at least %d, got %d", minMaxRequestBytes, cfg.MaxRequestBytes))
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxRequestBytes, cfg.MaxRequestBytes))
 	}
 	switch cfg.ClientConfig.Compression {
 	case configcompression.TypeGzip, configcompression.TypeDeflate, "", "none":
 	default:
-		errs = append(errs, fmt.Errorf("compression must be gzip, deflate or none: Weave accepts only Content-Encoding gzip or deflate, got %q", cfg.ClientConfig.Compression))
+		errs = append(errs, fmt.Errorf("%w, got %q", errCompression, cfg.ClientConfig.Compression))
 	}
 	return errors.Join(errs...)
 }
@@ -184,10 +213,10 @@ func (cfg *Config) Validate() error {
 // Weave's project id "<entity>/<project>".
 func checkName(key, value string) error {
 	if strings.Contains(value, "/") {
-		return fmt.Errorf("%s must be a bare W&B %s name without '/', got %q", key, key, value)
+		return fmt.Errorf("%s %w, got %q", key, errSlashInName, value)
 	}
 	if value != strings.TrimSpace(value) {
-		return fmt.Errorf("%s must not start or end with spaces, got %q", key, value)
+		return fmt.Errorf("%s %w, got %q", key, errSurroundingSpaces, value)
 	}
 	return nil
 }
@@ -198,19 +227,19 @@ func (cfg *Config) tracesURL() (string, error) {
 	switch cfg.Deployment {
 	case DeploymentMultiTenant, "":
 		if cfg.Host != "" {
-			return "", fmt.Errorf("host is only used with deployment: dedicated; add deployment: dedicated, or remove host and put the full URL in endpoint")
+			return "", errHostWithoutDedicated
 		}
 		return checkEndpoint(cfg.ClientConfig.Endpoint)
 	case DeploymentDedicated:
 		if cfg.Host == "" {
-			return "", errors.New("host is required with deployment: dedicated, e.g. host: acme.wandb.io")
+			return "", errNoHost
 		}
 		if cfg.ClientConfig.Endpoint != "" && cfg.ClientConfig.Endpoint != defaultEndpoint {
-			return "", fmt.Errorf("endpoint cannot be combined with deployment: dedicated, which sends to https://%s%s; remove endpoint, or remove deployment and host", cfg.Host, dedicatedPath)
+			return "", fmt.Errorf("%w, which sends to https://%s%s; remove endpoint, or remove deployment and host", errEndpointWithDedicated, cfg.Host, dedicatedPath)
 		}
 		u, err := url.Parse("https://" + cfg.Host)
 		if err != nil || u.Host != cfg.Host || u.User != nil {
-			return "", fmt.Errorf("host must be a bare host name such as acme.wandb.io (optionally with :port), without scheme or path, got %q", cfg.Host)
+			return "", fmt.Errorf("%w, got %q", errBadHost, cfg.Host)
 		}
 		return "https://" + cfg.Host + dedicatedPath, nil
 	default:
@@ -221,29 +250,29 @@ func (cfg *Config) tracesURL() (string, error) {
 // checkEndpoint validates a full traces URL given in endpoint.
 func checkEndpoint(endpoint string) (string, error) {
 	if endpoint == "" {
-		return "", fmt.Errorf("endpoint is required: Weave's multi-tenant URL is %s", defaultEndpoint)
+		return "", errNoEndpoint
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return "", fmt.Errorf("endpoint is not a valid URL: %w", err)
+		return "", fmt.Errorf("%w: %w", errEndpointURL, err)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
-		return "", fmt.Errorf("endpoint must start with https:// (or http:// for a local proxy), got %q", endpoint)
+		return "", fmt.Errorf("%w, got %q", errEndpointScheme, endpoint)
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("endpoint has no host: %q", endpoint)
+		return "", fmt.Errorf("%w: %q", errEndpointNoHost, endpoint)
 	}
 	if u.User != nil {
-		return "", errors.New("endpoint must not contain credentials: put the key in api_key")
+		return "", errEndpointCredentials
 	}
 	if strings.HasSuffix(u.Path, tracesSuffix+tracesSuffix) {
-		return "", fmt.Errorf("endpoint %q ends in /v1/traces/v1/traces: the weave exporter sends to endpoint as given (otlp_http's endpoint is a base that gets /v1/traces appended, this one is not); remove the repeated /v1/traces, e.g. %s", endpoint, defaultEndpoint)
+		return "", fmt.Errorf("endpoint %q %w", endpoint, errDoubleTracesSuffix)
 	}
 	if !strings.HasSuffix(u.Path, tracesSuffix) {
-		return "", fmt.Errorf("endpoint %q does not end in /v1/traces: the weave exporter sends to endpoint as given, so it must be the full traces URL, e.g. %s, or use deployment: dedicated with host for https://<host>%s", endpoint, defaultEndpoint, dedicatedPath)
+		return "", fmt.Errorf("endpoint %q %w", endpoint, errNoTracesSuffix)
 	}
 	if strings.HasSuffix(u.Hostname(), ".wandb.io") && !strings.HasSuffix(u.Path, dedicatedPath) {
-		return "", fmt.Errorf("endpoint %q lacks the /traces prefix that dedicated and self-managed W&B deployments need: use https://%s%s, or deployment: dedicated with host: %s", endpoint, u.Host, dedicatedPath, u.Host)
+		return "", fmt.Errorf("endpoint %q %w: use https://%s%s, or deployment: dedicated with host: %s", endpoint, errNoTracesPrefix, u.Host, dedicatedPath, u.Host)
 	}
 	return endpoint, nil
 }

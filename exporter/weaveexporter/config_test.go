@@ -83,31 +83,49 @@ func TestLoadValidConfig(t *testing.T) {
 }
 
 func TestLoadInvalidConfig(t *testing.T) {
-	tests := map[string]string{
-		"missing_api_key":                 "api_key is required: set it to ${env:WANDB_API_KEY}",
-		"api_key_with_newline":            "api_key contains whitespace or control characters",
-		"double_v1_traces":                `endpoint "https://trace.wandb.ai/otel/v1/traces/v1/traces" ends in /v1/traces/v1/traces: the weave exporter sends to endpoint as given`,
-		"base_url":                        `endpoint "https://trace.wandb.ai/otel" does not end in /v1/traces`,
-		"dedicated_without_traces_prefix": "lacks the /traces prefix that dedicated and self-managed W&B deployments need: use https://acme.wandb.io/traces/otel/v1/traces",
-		"not_http":                        "endpoint must start with https://",
-		"credentials_in_endpoint":         "endpoint must not contain credentials",
-		"dedicated_without_host":          "host is required with deployment: dedicated",
-		"dedicated_with_endpoint":         "endpoint cannot be combined with deployment: dedicated",
-		"host_with_scheme":                "host must be a bare host name",
-		"host_without_dedicated":          "host is only used with deployment: dedicated",
-		"bad_deployment":                  `deployment must be multi_tenant or dedicated, got "on_prem"`,
-		"bad_auth_mode":                   `auth_mode must be header or basic, got "bearer"`,
-		"entity_with_slash":               `entity must be a bare W&B entity name without '/', got "acme/llm"`,
-		"small_max_request_bytes":         "max_request_bytes must be at least 1024, got 100",
-		"zstd":                            `compression must be gzip, deflate or none: Weave accepts only Content-Encoding gzip or deflate, got "zstd"`,
+	tests := map[string]error{
+		"missing_api_key":                 errNoAPIKey,
+		"api_key_with_newline":            errAPIKeySpaces,
+		"double_v1_traces":                errDoubleTracesSuffix,
+		"base_url":                        errNoTracesSuffix,
+		"dedicated_without_traces_prefix": errNoTracesPrefix,
+		"not_http":                        errEndpointScheme,
+		"credentials_in_endpoint":         errEndpointCredentials,
+		"dedicated_without_host":          errNoHost,
+		"dedicated_with_endpoint":         errEndpointWithDedicated,
+		"host_with_scheme":                errBadHost,
+		"host_without_dedicated":          errHostWithoutDedicated,
+		"bad_deployment":                  errDeployment,
+		"bad_auth_mode":                   errAuthMode,
+		"entity_with_slash":               errSlashInName,
+		"small_max_request_bytes":         errMaxRequestBytes,
+		"zstd":                            errCompression,
 	}
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(t, name)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), want)
+			require.ErrorIs(t, err, want)
 			assert.NotContains(t, err.Error(), "test-key", "errors never show the API key")
 			assert.NotContains(t, err.Error(), "hunter2")
+		})
+	}
+}
+
+// The endpoint's messages, whose text is the fix: the URL to use instead.
+func TestEndpointMessagesShowTheFix(t *testing.T) {
+	for name, want := range map[string]string{
+		"double_v1_traces": `endpoint "https://trace.wandb.ai/otel/v1/traces/v1/traces" ends in /v1/traces/v1/traces: the weave exporter sends to endpoint as given ` +
+			"(otlp_http's endpoint is a base that gets /v1/traces appended, this one is not); remove the repeated /v1/traces, e.g. https://trace.wandb.ai/otel/v1/traces",
+		"base_url": `endpoint "https://trace.wandb.ai/otel" does not end in /v1/traces: the weave exporter sends to endpoint as given, so it must be the full traces URL, ` +
+			"e.g. https://trace.wandb.ai/otel/v1/traces, or use deployment: dedicated with host for https://<host>/traces/otel/v1/traces",
+		"dedicated_without_traces_prefix": `endpoint "https://acme.wandb.io/otel/v1/traces" lacks the /traces prefix that dedicated and self-managed W&B deployments need: ` +
+			"use https://acme.wandb.io/traces/otel/v1/traces, or deployment: dedicated with host: acme.wandb.io",
+		"dedicated_with_endpoint": "endpoint cannot be combined with deployment: dedicated, which sends to https://acme.wandb.io/traces/otel/v1/traces; " +
+			"remove endpoint, or remove deployment and host",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadConfig(t, name)
+			require.EqualError(t, err, want)
 		})
 	}
 }
@@ -119,13 +137,15 @@ func TestValidateProgrammaticConfig(t *testing.T) {
 	cfg.Project = " llm"
 	cfg.RunIDAttribute = "nemo.run.id "
 	err := cfg.Validate()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `auth_mode must be header or basic, got ""`)
-	assert.Contains(t, err.Error(), `project must not start or end with spaces, got " llm"`)
-	assert.Contains(t, err.Error(), "run_id_attribute must not start or end with spaces")
+	require.ErrorIs(t, err, errAuthMode)
+	require.ErrorIs(t, err, errSurroundingSpaces)
+	// One kind, two keys: the messages tell them apart.
+	require.EqualError(t, err, `auth_mode must be header or basic, got ""`+"\n"+
+		`project must not start or end with spaces, got " llm"`+"\n"+
+		`run_id_attribute must not start or end with spaces, got "nemo.run.id "`)
 
 	cfg = createDefaultConfig().(*Config)
 	cfg.APIKey = "k"
 	cfg.ClientConfig.Endpoint = ""
-	assert.ErrorContains(t, cfg.Validate(), "endpoint is required")
+	require.ErrorIs(t, cfg.Validate(), errNoEndpoint)
 }

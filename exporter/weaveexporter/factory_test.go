@@ -34,7 +34,7 @@ func TestFactoryDefaults(t *testing.T) {
 	assert.Equal(t, 30*time.Second, cfg.ClientConfig.Timeout)
 	assert.True(t, cfg.QueueConfig.HasValue())
 	assert.True(t, cfg.RetryConfig.Enabled)
-	assert.ErrorContains(t, cfg.Validate(), "api_key is required", "the defaults alone are not enough: a key is needed")
+	require.ErrorIs(t, cfg.Validate(), errNoAPIKey, "the defaults alone are not enough: a key is needed")
 }
 
 func TestCreateTracesRefusesInvalidURL(t *testing.T) {
@@ -42,7 +42,7 @@ func TestCreateTracesRefusesInvalidURL(t *testing.T) {
 	cfg.APIKey = "k"
 	cfg.Deployment = DeploymentDedicated
 	_, err := NewFactory().CreateTraces(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
-	assert.ErrorContains(t, err, "host is required with deployment: dedicated")
+	require.ErrorIs(t, err, errNoHost)
 }
 
 func TestExporterDoesNotMutate(t *testing.T) {

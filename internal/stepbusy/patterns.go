@@ -4,8 +4,18 @@
 package stepbusy // import "github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+)
+
+// The errors of ParsePatterns, each wrapped in a message that names the
+// entry ("entry 0 (\"a*b\"): ..."): callers and tests match them with
+// errors.Is.
+var (
+	ErrEmptyPattern     = errors.New("is empty")
+	ErrStarNotAtEnd     = errors.New(`"*" is only allowed at the end, as in "megatron.grad_sync.*"`)
+	ErrMatchesEverySpan = errors.New(`would match every span; name a prefix, as in "megatron.grad_sync.*"`)
 )
 
 // Patterns matches span names against a list of exact names and prefixes
@@ -26,11 +36,11 @@ func ParsePatterns(list []string) (Patterns, error) {
 		prefix, isPrefix := strings.CutSuffix(s, "*")
 		switch {
 		case s == "":
-			return Patterns{}, fmt.Errorf("entry %d is empty", i)
+			return Patterns{}, fmt.Errorf("entry %d %w", i, ErrEmptyPattern)
 		case strings.Contains(prefix, "*"):
-			return Patterns{}, fmt.Errorf("entry %d (%q): \"*\" is only allowed at the end, as in \"megatron.grad_sync.*\"", i, s)
+			return Patterns{}, fmt.Errorf("entry %d (%q): %w", i, s, ErrStarNotAtEnd)
 		case isPrefix && prefix == "":
-			return Patterns{}, fmt.Errorf("entry %d (%q) would match every span; name a prefix, as in \"megatron.grad_sync.*\"", i, s)
+			return Patterns{}, fmt.Errorf("entry %d (%q) %w", i, s, ErrMatchesEverySpan)
 		case isPrefix:
 			p.prefixes = append(p.prefixes, prefix)
 		default:

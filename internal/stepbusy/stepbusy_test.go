@@ -66,15 +66,17 @@ func TestPatterns(t *testing.T) {
 	assert.True(t, Patterns{}.Empty())
 	assert.False(t, Patterns{}.Match("x"))
 
-	for list, msg := range map[string][]string{
-		`entry 1 is empty`: {"a", " "},
-		`entry 0 ("a*b*"): "*" is only allowed at the end`: {"a*b*"},
-		`entry 0 ("*") would match every span`:             {"*"},
+	for kind, list := range map[error][]string{
+		ErrEmptyPattern:     {"a", " "},
+		ErrStarNotAtEnd:     {"a*b*"},
+		ErrMatchesEverySpan: {"*"},
 	} {
-		_, err := ParsePatterns(msg)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), list)
+		_, perr := ParsePatterns(list)
+		require.ErrorIs(t, perr, kind, list)
 	}
+	// The message names the entry and shows the fix.
+	_, err = ParsePatterns([]string{"megatron.grad_sync.*", "megatron.*.recv"})
+	require.EqualError(t, err, `entry 1 ("megatron.*.recv"): "*" is only allowed at the end, as in "megatron.grad_sync.*"`)
 }
 
 func TestHistory(t *testing.T) {

@@ -35,7 +35,7 @@ func TestRecognizer(t *testing.T) {
 	assert.False(t, ok)
 
 	_, err = NewRecognizer(DefaultSpans(), []string{"a*b"})
-	assert.ErrorContains(t, err, "wait_spans: entry 0")
+	require.ErrorIs(t, err, stepbusy.ErrStarNotAtEnd)
 }
 
 func TestPlacerWaitingSpansResolveWithTheirStep(t *testing.T) {

@@ -21,6 +21,25 @@ import (
 // a config, and would report a squashed field's errors a second time under
 // the field's Go name.
 
+// The errors of the settings' checks. Each message wraps one of them with
+// the offending key and value, so that it still names the key and the fix
+// while the components' tests match the kind with errors.Is. The ones that
+// start without a key (ErrNoKeys, ErrEmptyKey, ErrScoreRange) follow the key
+// they are about: "rank_keys must list at least one attribute key, e.g. ...".
+var (
+	ErrNoStepSpanNames      = errors.New("step_span_names must list at least one span name, e.g. [megatron.train_step, megatron.train.iteration]")
+	ErrNoIterationAttribute = errors.New("iteration_attribute must not be empty; the default is megatron.iteration")
+	ErrScoreRange           = errors.New("must be a score in [0,1] (the fastest time over this rank's; 0 switches it off)")
+	ErrHistory              = errors.New("history must be at least 1 step")
+	ErrDecisionWait         = errors.New("decision_wait must be positive (a step is decided at the latest this long after its first step span)")
+	ErrNegativeSpanWait     = errors.New("span_wait must be positive, or 0 to wait as long as decision_wait")
+	ErrSpanWait             = errors.New("span_wait must be positive (the longest a span waits for its step span), e.g. 10s")
+	ErrRenamedToSpanWait    = errors.New("decision_wait (here: how long a span waits for its step span) was renamed span_wait; " +
+		"decision_wait now only means how long a step stays open")
+	ErrNoKeys   = errors.New("must list at least one attribute key")
+	ErrEmptyKey = errors.New("must not be empty; remove the entry")
+)
+
 // DefaultDecisionWait is how long a step stays open after its first step
 // span, in every component that opens steps; and how long a span waits for
 // its step span when span_wait is not set.
@@ -55,11 +74,11 @@ func DefaultSpans() Spans {
 func (s *Spans) Check() error {
 	var errs []error
 	if len(s.StepSpanNames) == 0 {
-		errs = append(errs, errors.New("step_span_names must list at least one span name, e.g. [megatron.train_step, megatron.train.iteration]"))
+		errs = append(errs, ErrNoStepSpanNames)
 	}
 	errs = append(errs, CheckKeys("step_span_names", s.StepSpanNames, false))
 	if strings.TrimSpace(s.IterationAttribute) == "" {
-		errs = append(errs, errors.New("iteration_attribute must not be empty; the default is megatron.iteration"))
+		errs = append(errs, ErrNoIterationAttribute)
 	}
 	return errors.Join(errs...)
 }
@@ -109,7 +128,7 @@ func (s *Scoring) Check() error {
 		checkScore("relative_threshold", s.RelativeThreshold),
 		checkScore("individual_threshold", s.IndividualThreshold))
 	if s.History < 1 {
-		errs = append(errs, fmt.Errorf("history must be at least 1 step, got %d", s.History))
+		errs = append(errs, fmt.Errorf("%w, got %d", ErrHistory, s.History))
 	}
 	return errors.Join(errs...)
 }
@@ -122,7 +141,7 @@ func (s *Scoring) Thresholds(maxRanks int) stepbusy.Thresholds {
 
 func checkScore(key string, v float64) error {
 	if math.IsNaN(v) || v < 0 || v > 1 {
-		return fmt.Errorf("%s must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got %v", key, v)
+		return fmt.Errorf("%s %w, got %v", key, ErrScoreRange, v)
 	}
 	return nil
 }
@@ -164,10 +183,10 @@ func DefaultWaits() Waits { return Waits{DecisionWait: DefaultDecisionWait} }
 func (w *Waits) Check() error {
 	var errs []error
 	if w.DecisionWait <= 0 {
-		errs = append(errs, fmt.Errorf("decision_wait must be positive (a step is decided at the latest this long after its first step span), got %s", w.DecisionWait))
+		errs = append(errs, fmt.Errorf("%w, got %s", ErrDecisionWait, w.DecisionWait))
 	}
 	if w.SpanWait < 0 {
-		errs = append(errs, fmt.Errorf("span_wait must be positive, or 0 to wait as long as decision_wait, got %s", w.SpanWait))
+		errs = append(errs, fmt.Errorf("%w, got %s", ErrNegativeSpanWait, w.SpanWait))
 	}
 	return errors.Join(errs...)
 }
@@ -184,7 +203,7 @@ func (w *Waits) Span() time.Duration {
 // on (step_sampling holds spans, not steps).
 func CheckSpanWait(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("span_wait must be positive (the longest a span waits for its step span), e.g. 10s, got %s", d)
+		return fmt.Errorf("%w, got %s", ErrSpanWait, d)
 	}
 	return nil
 }
@@ -196,8 +215,7 @@ func RenamedToSpanWait(old any) error {
 	if old == nil {
 		return nil
 	}
-	return fmt.Errorf("decision_wait (here: how long a span waits for its step span) was renamed span_wait; "+
-		"decision_wait now only means how long a step stays open: set span_wait: %v", old)
+	return fmt.Errorf("%w: set span_wait: %v", ErrRenamedToSpanWait, old)
 }
 
 // Keys are the resource attributes a rank's identity is read from, first
@@ -255,11 +273,11 @@ var keyExamples = map[string]string{
 // when required.
 func CheckKeys(key string, list []string, required bool) error {
 	if required && len(list) == 0 {
-		return fmt.Errorf("%s must list at least one attribute key, e.g. %s", key, keyExamples[key])
+		return fmt.Errorf("%s %w, e.g. %s", key, ErrNoKeys, keyExamples[key])
 	}
 	for i, k := range list {
 		if strings.TrimSpace(k) == "" {
-			return fmt.Errorf("%s[%d] must not be empty; remove the entry", key, i)
+			return fmt.Errorf("%s[%d] %w", key, i, ErrEmptyKey)
 		}
 	}
 	return nil

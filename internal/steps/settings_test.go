@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -23,7 +25,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	assert.Equal(t, "nv.dl.rank", DefaultKeys().RankKeys[0], "each config owns its lists")
 }
 
-func TestChecksNameTheKey(t *testing.T) {
+func TestChecksReportEachKind(t *testing.T) {
 	s := DefaultSettings()
 	s.StepSpanNames = []string{"megatron.train_step", " "}
 	s.IterationAttribute = ""
@@ -32,37 +34,44 @@ func TestChecksNameTheKey(t *testing.T) {
 	s.IndividualThreshold = -1
 	s.History = 0
 	err := s.Check()
-	require.Error(t, err)
-	for _, want := range []string{
-		"step_span_names[1] must not be empty; remove the entry",
-		"iteration_attribute must not be empty; the default is megatron.iteration",
-		`wait_spans: entry 0 ("*") would match every span`,
-		"relative_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got 1.5",
-		"individual_threshold must be a score in [0,1]",
-		"history must be at least 1 step, got 0",
-	} {
-		assert.Contains(t, err.Error(), want)
+	for _, kind := range []error{ErrEmptyKey, ErrNoIterationAttribute, stepbusy.ErrMatchesEverySpan, ErrScoreRange, ErrHistory} {
+		require.ErrorIs(t, err, kind)
 	}
 	s.StepSpanNames = nil
-	assert.ErrorContains(t, s.Check(), "step_span_names must list at least one span name")
+	require.ErrorIs(t, s.Check(), ErrNoStepSpanNames)
 
 	w := Waits{DecisionWait: 0, SpanWait: -time.Second}
 	err = w.Check()
-	assert.ErrorContains(t, err, "decision_wait must be positive (a step is decided at the latest this long after its first step span), got 0s")
-	assert.ErrorContains(t, err, "span_wait must be positive, or 0 to wait as long as decision_wait, got -1s")
+	require.ErrorIs(t, err, ErrDecisionWait)
+	require.ErrorIs(t, err, ErrNegativeSpanWait)
 	w = Waits{DecisionWait: time.Second, SpanWait: 3 * time.Second}
+	require.NoError(t, w.Check())
 	assert.Equal(t, 3*time.Second, w.Span())
-	assert.ErrorContains(t, CheckSpanWait(0), "span_wait must be positive")
+	require.ErrorIs(t, CheckSpanWait(0), ErrSpanWait)
+	require.NoError(t, CheckSpanWait(time.Second))
 
 	k := Keys{GroupKeys: []string{"a", ""}}
 	err = k.Check(Need{Rank: true, WorldSize: true})
-	assert.ErrorContains(t, err, "rank_keys must list at least one attribute key, e.g. [nv.dl.rank, dl.rank]")
-	assert.ErrorContains(t, err, "world_size_keys must list at least one attribute key")
-	assert.NotContains(t, err.Error(), "local_rank_keys", "not needed")
-	assert.ErrorContains(t, err, "group_keys[1] must not be empty")
+	require.ErrorIs(t, err, ErrNoKeys)
+	require.ErrorIs(t, err, ErrEmptyKey)
+	k = Keys{RankKeys: []string{"r"}, WorldSizeKeys: []string{"w"}}
+	require.NoError(t, k.Check(Need{Rank: true, WorldSize: true}), "local_rank_keys and group_keys may be empty when not needed")
+}
+
+// The kinds whose message is built from the key it is about: the text names
+// that key (and the list entry), and says what fixes it.
+func TestCheckMessagesNameTheKeyAndTheFix(t *testing.T) {
+	s := DefaultSettings()
+	s.IndividualThreshold = 1.5
+	require.EqualError(t, s.Check(), "individual_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got 1.5")
+	require.EqualError(t, CheckKeys("world_size_keys", nil, true), "world_size_keys must list at least one attribute key, e.g. [nv.dl.world_size, dl.world_size]")
+	require.EqualError(t, CheckKeys("group_keys", []string{"a", " "}, false), "group_keys[1] must not be empty; remove the entry")
 }
 
 func TestRenamedToSpanWait(t *testing.T) {
 	require.NoError(t, RenamedToSpanWait(nil))
-	assert.ErrorContains(t, RenamedToSpanWait("30s"), "was renamed span_wait; decision_wait now only means how long a step stays open: set span_wait: 30s")
+	err := RenamedToSpanWait("30s")
+	require.ErrorIs(t, err, ErrRenamedToSpanWait)
+	require.EqualError(t, err, "decision_wait (here: how long a span waits for its step span) was renamed span_wait; "+
+		"decision_wait now only means how long a step stays open: set span_wait: 30s")
 }

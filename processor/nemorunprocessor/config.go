@@ -97,6 +97,30 @@ type Config struct {
 	_ struct{}
 }
 
+// The configuration's errors. Each message wraps one of them with the key's
+// index or the value it got, so that it names the key and the fix while the
+// tests match the kind with errors.Is.
+var (
+	errEmptyJobKeySet       = errors.New("must list at least one attribute key")
+	errTooManyJobKeys       = fmt.Errorf("must list at most %d keys", maxJobKeys)
+	errEmptyJobKey          = errors.New("must not be empty")
+	errWrittenJobKey        = errors.New("must not be an attribute this processor writes")
+	errDuplicateJobKey      = errors.New("must list each key once")
+	errPerProcessIDPattern  = errors.New("per_process_id_pattern is not a valid regular expression")
+	errMultiLineRunID       = errors.New("must be one line")
+	errBlankRunID           = errors.New("run_id must not be blank or have surrounding spaces")
+	errOverrideWithoutRunID = errors.New("override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty " +
+		"(with the presets, set NEMO_LENS_RUN_ID or NEMO_RUN_ID in the collector's environment)")
+	errWandbName          = errors.New("must be a bare W&B name without '/' or ':'")
+	errSingleNodeWindow   = errors.New("single_node_window must be positive when reconcile_single_node is true")
+	errSingleNodeSettle   = errors.New("single_node_settle must be positive when reconcile_single_node is true")
+	errHoldNotAboveSettle = errors.New("single_node_hold must be longer than single_node_settle")
+	errLongHold           = fmt.Errorf("single_node_hold must be below %s, the OpenTelemetry SDKs' default export timeout "+
+		"(a sender held longer gives up and retries)", maxSingleNodeHold)
+	errWindowNotAboveHold = errors.New("single_node_window must be longer than single_node_hold")
+	errIdleNotAboveWindow = errors.New("single_node_idle_timeout must be longer than single_node_window")
+)
+
 var _ component.Config = (*Config)(nil)
 
 // Validate checks the configuration.
@@ -104,64 +128,62 @@ func (cfg *Config) Validate() error {
 	var errs []error
 	for i, set := range cfg.JobKeys {
 		if len(set) == 0 {
-			errs = append(errs, fmt.Errorf("job_keys[%d] must list at least one attribute key", i))
+			errs = append(errs, fmt.Errorf("job_keys[%d] %w", i, errEmptyJobKeySet))
 			continue
 		}
 		if len(set) > maxJobKeys {
-			errs = append(errs, fmt.Errorf("job_keys[%d] lists %d keys, at most %d are allowed", i, len(set), maxJobKeys))
+			errs = append(errs, fmt.Errorf("job_keys[%d] %w, got %d", i, errTooManyJobKeys, len(set)))
 		}
 		seen := make(map[string]bool, len(set))
 		for j, key := range set {
 			switch {
 			case strings.TrimSpace(key) == "":
-				errs = append(errs, fmt.Errorf("job_keys[%d][%d] must not be empty", i, j))
+				errs = append(errs, fmt.Errorf("job_keys[%d][%d] %w", i, j, errEmptyJobKey))
 			case isWrittenKey(key):
-				errs = append(errs, fmt.Errorf("job_keys[%d][%d] must not be %q, an attribute this processor writes", i, j, key))
+				errs = append(errs, fmt.Errorf("job_keys[%d][%d] %w, got %q", i, j, errWrittenJobKey, key))
 			case seen[key]:
-				errs = append(errs, fmt.Errorf("job_keys[%d] lists %q twice", i, key))
+				errs = append(errs, fmt.Errorf("job_keys[%d] %w, got %q twice", i, errDuplicateJobKey, key))
 			}
 			seen[key] = true
 		}
 	}
 	if _, err := regexp.Compile(cfg.PerProcessIDPattern); err != nil {
-		errs = append(errs, fmt.Errorf("per_process_id_pattern is not a valid regular expression: %w", err))
+		errs = append(errs, fmt.Errorf("%w: %w", errPerProcessIDPattern, err))
 	}
 	for i, id := range cfg.EnvRunIDs {
 		if strings.ContainsAny(id, "\n\r") {
-			errs = append(errs, fmt.Errorf("env_run_ids[%d] must be one line, got %q", i, id))
+			errs = append(errs, fmt.Errorf("env_run_ids[%d] %w, got %q", i, errMultiLineRunID, id))
 		}
 	}
 	if cfg.RunID != "" && strings.TrimSpace(cfg.RunID) != cfg.RunID {
-		errs = append(errs, fmt.Errorf("run_id must not be blank or have surrounding spaces, got %q", cfg.RunID))
+		errs = append(errs, fmt.Errorf("%w, got %q", errBlankRunID, cfg.RunID))
 	}
 	if cfg.Override && cfg.RunID == "" && firstNonBlank(cfg.EnvRunIDs) == "" {
-		errs = append(errs, errors.New("override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty "+
-			"(with the presets, set NEMO_LENS_RUN_ID or NEMO_RUN_ID in the collector's environment)"))
+		errs = append(errs, errOverrideWithoutRunID)
 	}
 	for _, f := range []struct{ key, value string }{{"wandb_entity", cfg.WandbEntity}, {"wandb_project", cfg.WandbProject}} {
 		if strings.ContainsAny(f.value, "/:") {
-			errs = append(errs, fmt.Errorf("%s must be a bare W&B name without '/' or ':', got %q", f.key, f.value))
+			errs = append(errs, fmt.Errorf("%s %w, got %q", f.key, errWandbName, f.value))
 		}
 	}
 	if cfg.ReconcileSingleNode {
 		if cfg.SingleNodeWindow <= 0 {
-			errs = append(errs, fmt.Errorf("single_node_window must be positive when reconcile_single_node is true, got %s", cfg.SingleNodeWindow))
+			errs = append(errs, fmt.Errorf("%w, got %s", errSingleNodeWindow, cfg.SingleNodeWindow))
 		}
 		if cfg.SingleNodeSettle <= 0 {
-			errs = append(errs, fmt.Errorf("single_node_settle must be positive when reconcile_single_node is true, got %s", cfg.SingleNodeSettle))
+			errs = append(errs, fmt.Errorf("%w, got %s", errSingleNodeSettle, cfg.SingleNodeSettle))
 		}
 		if cfg.SingleNodeHold <= cfg.SingleNodeSettle {
-			errs = append(errs, fmt.Errorf("single_node_hold must be longer than single_node_settle (%s), got %s", cfg.SingleNodeSettle, cfg.SingleNodeHold))
+			errs = append(errs, fmt.Errorf("%w (%s), got %s", errHoldNotAboveSettle, cfg.SingleNodeSettle, cfg.SingleNodeHold))
 		}
 		if cfg.SingleNodeHold >= maxSingleNodeHold {
-			errs = append(errs, fmt.Errorf("single_node_hold must be below %s, the OpenTelemetry SDKs' default export timeout (a sender held longer gives up and retries), got %s",
-				maxSingleNodeHold, cfg.SingleNodeHold))
+			errs = append(errs, fmt.Errorf("%w, got %s", errLongHold, cfg.SingleNodeHold))
 		}
 		if cfg.SingleNodeHold >= cfg.SingleNodeWindow {
-			errs = append(errs, fmt.Errorf("single_node_window must be longer than single_node_hold (%s), got %s", cfg.SingleNodeHold, cfg.SingleNodeWindow))
+			errs = append(errs, fmt.Errorf("%w (%s), got %s", errWindowNotAboveHold, cfg.SingleNodeHold, cfg.SingleNodeWindow))
 		}
 		if cfg.SingleNodeIdleTimeout <= cfg.SingleNodeWindow {
-			errs = append(errs, fmt.Errorf("single_node_idle_timeout must be longer than single_node_window (%s), got %s", cfg.SingleNodeWindow, cfg.SingleNodeIdleTimeout))
+			errs = append(errs, fmt.Errorf("%w (%s), got %s", errIdleNotAboveWindow, cfg.SingleNodeWindow, cfg.SingleNodeIdleTimeout))
 		}
 	}
 	return errors.Join(errs...)

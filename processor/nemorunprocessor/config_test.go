@@ -4,16 +4,14 @@
 package nemorunprocessor
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/configtest"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
 
@@ -21,7 +19,7 @@ func TestLoadConfig(t *testing.T) {
 	tests := []struct {
 		id      component.ID
 		want    func() *Config
-		wantErr string
+		wantErr error
 	}{
 		{id: component.NewID(metadata.Type), want: func() *Config { return createDefaultConfig().(*Config) }},
 		{
@@ -92,41 +90,48 @@ func TestLoadConfig(t *testing.T) {
 				return c
 			},
 		},
-		{id: component.NewIDWithName(metadata.Type, "bad_window"), wantErr: "single_node_window must be positive when reconcile_single_node is true, got 0s"},
-		{id: component.NewIDWithName(metadata.Type, "short_idle"), wantErr: "single_node_idle_timeout must be longer than single_node_window (10m0s), got 5m0s"},
-		{id: component.NewIDWithName(metadata.Type, "empty_set"), wantErr: "job_keys[1] must list at least one attribute key"},
-		{id: component.NewIDWithName(metadata.Type, "empty_key"), wantErr: "job_keys[0][1] must not be empty"},
-		{id: component.NewIDWithName(metadata.Type, "written_key"), wantErr: `job_keys[0][0] must not be "nemo.run.id", an attribute this processor writes`},
-		{id: component.NewIDWithName(metadata.Type, "duplicate_key"), wantErr: `job_keys[0] lists "k8s.job.name" twice`},
-		{id: component.NewIDWithName(metadata.Type, "too_many_keys"), wantErr: "job_keys[0] lists 9 keys, at most 8 are allowed"},
-		{id: component.NewIDWithName(metadata.Type, "bad_pattern"), wantErr: "per_process_id_pattern is not a valid regular expression"},
-		{id: component.NewIDWithName(metadata.Type, "bad_env"), wantErr: `env_run_ids[1] must be one line, got "42\n43"`},
-		{id: component.NewIDWithName(metadata.Type, "no_settle"), wantErr: "single_node_settle must be positive when reconcile_single_node is true, got 0s"},
-		{id: component.NewIDWithName(metadata.Type, "hold_not_above_settle"), wantErr: "single_node_hold must be longer than single_node_settle (3s), got 3s"},
-		{id: component.NewIDWithName(metadata.Type, "long_hold"), wantErr: "single_node_hold must be below 10s, the OpenTelemetry SDKs' default export timeout (a sender held longer gives up and retries), got 12s"},
-		{id: component.NewIDWithName(metadata.Type, "window_not_above_hold"), wantErr: "single_node_window must be longer than single_node_hold (5s), got 5s"},
-		{id: component.NewIDWithName(metadata.Type, "blank_run_id"), wantErr: `run_id must not be blank or have surrounding spaces, got "  "`},
-		{id: component.NewIDWithName(metadata.Type, "override_without_id"), wantErr: "override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty"},
-		{id: component.NewIDWithName(metadata.Type, "bad_wandb"), wantErr: `wandb_entity must be a bare W&B name without '/' or ':', got "nvidia/research"`},
+		{id: component.NewIDWithName(metadata.Type, "bad_window"), wantErr: errSingleNodeWindow},
+		{id: component.NewIDWithName(metadata.Type, "short_idle"), wantErr: errIdleNotAboveWindow},
+		{id: component.NewIDWithName(metadata.Type, "empty_set"), wantErr: errEmptyJobKeySet},
+		{id: component.NewIDWithName(metadata.Type, "empty_key"), wantErr: errEmptyJobKey},
+		{id: component.NewIDWithName(metadata.Type, "written_key"), wantErr: errWrittenJobKey},
+		{id: component.NewIDWithName(metadata.Type, "duplicate_key"), wantErr: errDuplicateJobKey},
+		{id: component.NewIDWithName(metadata.Type, "too_many_keys"), wantErr: errTooManyJobKeys},
+		{id: component.NewIDWithName(metadata.Type, "bad_pattern"), wantErr: errPerProcessIDPattern},
+		{id: component.NewIDWithName(metadata.Type, "bad_env"), wantErr: errMultiLineRunID},
+		{id: component.NewIDWithName(metadata.Type, "no_settle"), wantErr: errSingleNodeSettle},
+		{id: component.NewIDWithName(metadata.Type, "hold_not_above_settle"), wantErr: errHoldNotAboveSettle},
+		{id: component.NewIDWithName(metadata.Type, "long_hold"), wantErr: errLongHold},
+		{id: component.NewIDWithName(metadata.Type, "window_not_above_hold"), wantErr: errWindowNotAboveHold},
+		{id: component.NewIDWithName(metadata.Type, "blank_run_id"), wantErr: errBlankRunID},
+		{id: component.NewIDWithName(metadata.Type, "override_without_id"), wantErr: errOverrideWithoutRunID},
+		{id: component.NewIDWithName(metadata.Type, "bad_wandb"), wantErr: errWandbName},
 	}
 
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
 			cfg := NewFactory().CreateDefaultConfig()
-			sub, err := cm.Sub(tt.id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-
-			err = confmap.Validate(cfg)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			err := configtest.Load(t, tt.id, cfg)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want(), cfg)
+		})
+	}
+}
+
+// The messages whose text is the point: the index of the job_keys entry and
+// the key at fault, and the variables that give the collector a run id.
+func TestErrorMessagesNameTheKeyAndTheFix(t *testing.T) {
+	for name, want := range map[string]string{
+		"written_key": `job_keys[0][0] must not be an attribute this processor writes, got "nemo.run.id"`,
+		"override_without_id": "override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty " +
+			"(with the presets, set NEMO_LENS_RUN_ID or NEMO_RUN_ID in the collector's environment)",
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.EqualError(t, configtest.Load(t, component.NewIDWithName(metadata.Type, name), createDefaultConfig()), want)
 		})
 	}
 }

@@ -5,7 +5,6 @@ package nemorunprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -206,7 +205,7 @@ func newRunProcessor(set processor.Settings, cfg *Config, signal, generatedID st
 		case p.staticID != "":
 			p.collectorID, p.collectorOutcome = p.staticID, outcomeStatic
 		default:
-			return nil, errors.New("override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty")
+			return nil, errOverrideWithoutRunID
 		}
 		p.logger.Info("Replacing every sender's run id", zap.String("run_id", p.collectorID), zap.String("from", collectorIDOrigin(p.collectorOutcome)))
 	} else {

@@ -271,9 +271,9 @@ func TestOverrideWithoutCollectorIDFails(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.Override = true
 	fakeEnv{"NEMO_LENS_RUN_ID": " "}.apply(cfg)
-	require.ErrorContains(t, cfg.Validate(), "override is true but the collector has no run id of its own: run_id and every env_run_ids value are empty")
+	require.ErrorIs(t, cfg.Validate(), errOverrideWithoutRunID)
 	_, err := newFactory(clock.Wall()).CreateTraces(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
-	require.ErrorContains(t, err, "override is true but the collector has no run id of its own", "and at creation, unvalidated")
+	require.ErrorIs(t, err, errOverrideWithoutRunID, "and at creation, unvalidated")
 }
 
 // The processor reads only its config: the collector's own environment,

@@ -36,16 +36,39 @@ const (
 
 var strategies = []Strategy{StrategySingleRank, StrategyAllRanks, StrategySampled, StrategyFirstRankPerNode, StrategyRanks}
 
+// The configuration's errors. Each message wraps one of them with the value
+// it got (or, for a removed key, what replaces it), so that it names the key
+// and the fix while the tests match the kind with errors.Is.
+var (
+	errUnknownStrategy = fmt.Errorf("strategy must be one of %s", strategyNames())
+	errOnMissingRank   = errors.New("on_missing_rank must be keep or drop")
+	errExportRank      = errors.New("export_rank must be -1 (last rank) or a rank >= 0")
+	errSampleRate      = errors.New("sample_rate must be in [0,1]")
+	errNoRanks         = errors.New(`ranks must list at least one rank when strategy is "ranks", e.g. "0,7,64-71"`)
+	errSeverity        = errors.New("must be one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL (optionally suffixed 2-4)")
+
+	errStepSpanNameReplaced = errors.New("step_span_name was replaced by step_span_names, a list")
+	errThresholdRemoved     = errors.New("was removed: stragglers are now scored on busy time; " +
+		"set relative_threshold and individual_threshold (scores in [0,1], default 0.7) instead")
+	errMaxRanksPerStep   = errors.New("max_ranks_per_step must be at least 1")
+	errMaxBufferedSpans  = errors.New("max_buffered_spans must be at least 1")
+	errDecisionCacheSize = errors.New("decision_cache_size must be at least 1")
+)
+
+func strategyNames() string {
+	names := make([]string, len(strategies))
+	for i, known := range strategies {
+		names[i] = string(known)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Validate reports a strategy this processor does not know.
 func (s Strategy) Validate() error {
 	if slices.Contains(strategies, s) {
 		return nil
 	}
-	names := make([]string, len(strategies))
-	for i, known := range strategies {
-		names[i] = string(known)
-	}
-	return fmt.Errorf("strategy must be one of %s, got %q", strings.Join(names, ", "), s)
+	return fmt.Errorf("%w, got %q", errUnknownStrategy, s)
 }
 
 // MissingRankAction says what happens to a resource the strategy cannot place.
@@ -64,7 +87,7 @@ func (a MissingRankAction) Validate() error {
 	case MissingRankKeep, MissingRankDrop:
 		return nil
 	default:
-		return fmt.Errorf("on_missing_rank must be keep or drop, got %q", a)
+		return fmt.Errorf("%w, got %q", errOnMissingRank, a)
 	}
 }
 
@@ -187,21 +210,20 @@ var _ component.Config = (*StragglersConfig)(nil)
 func (cfg *StragglersConfig) Validate() error {
 	var errs []error
 	if cfg.StepSpanName != "" {
-		errs = append(errs, fmt.Errorf("step_span_name was replaced by step_span_names, a list: set step_span_names: [%q]", cfg.StepSpanName))
+		errs = append(errs, fmt.Errorf("%w: set step_span_names: [%q]", errStepSpanNameReplaced, cfg.StepSpanName))
 	}
 	if cfg.Threshold != nil {
-		errs = append(errs, fmt.Errorf("threshold (a multiple of the median step duration, got %v) was removed: stragglers are now scored on busy time; "+
-			"set relative_threshold and individual_threshold (scores in [0,1], default 0.7) instead", *cfg.Threshold))
+		errs = append(errs, fmt.Errorf("threshold (a multiple of the median step duration, got %v) %w", *cfg.Threshold, errThresholdRemoved))
 	}
 	errs = append(errs, cfg.Waits.Check(), cfg.Settings.Check())
 	if cfg.MaxRanksPerStep < 1 {
-		errs = append(errs, fmt.Errorf("max_ranks_per_step must be at least 1, got %d", cfg.MaxRanksPerStep))
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxRanksPerStep, cfg.MaxRanksPerStep))
 	}
 	if cfg.MaxBufferedSpans < 1 {
-		errs = append(errs, fmt.Errorf("max_buffered_spans must be at least 1, got %d", cfg.MaxBufferedSpans))
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxBufferedSpans, cfg.MaxBufferedSpans))
 	}
 	if cfg.DecisionCacheSize < 1 {
-		errs = append(errs, fmt.Errorf("decision_cache_size must be at least 1, got %d", cfg.DecisionCacheSize))
+		errs = append(errs, fmt.Errorf("%w, got %d", errDecisionCacheSize, cfg.DecisionCacheSize))
 	}
 	return errors.Join(errs...)
 }
@@ -212,14 +234,14 @@ var _ component.Config = (*Config)(nil)
 func (cfg *Config) Validate() error {
 	errs := []error{cfg.Strategy.Validate()}
 	if cfg.ExportRank < -1 {
-		errs = append(errs, fmt.Errorf("export_rank must be -1 (last rank) or a rank >= 0, got %d", cfg.ExportRank))
+		errs = append(errs, fmt.Errorf("%w, got %d", errExportRank, cfg.ExportRank))
 	}
 	if math.IsNaN(cfg.SampleRate) || cfg.SampleRate < 0 || cfg.SampleRate > 1 {
-		errs = append(errs, fmt.Errorf("sample_rate must be in [0,1], got %v", cfg.SampleRate))
+		errs = append(errs, fmt.Errorf("%w, got %v", errSampleRate, cfg.SampleRate))
 	}
 	if strings.TrimSpace(cfg.Ranks) == "" {
 		if cfg.Strategy == StrategyRanks {
-			errs = append(errs, errors.New(`ranks must list at least one rank when strategy is "ranks", e.g. "0,7,64-71"`))
+			errs = append(errs, errNoRanks)
 		}
 	} else if _, err := parseRankList(cfg.Ranks); err != nil {
 		errs = append(errs, fmt.Errorf("ranks: %w", err))
@@ -259,7 +281,7 @@ func parseSeverity(s string) (plog.SeverityNumber, error) {
 	if sn, ok := severityFromText(s); ok {
 		return sn, nil
 	}
-	return plog.SeverityNumberUnspecified, fmt.Errorf("must be one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL (optionally suffixed 2-4), got %q", s)
+	return plog.SeverityNumberUnspecified, fmt.Errorf("%w, got %q", errSeverity, s)
 }
 
 // severityFromText is parseSeverity without the error, for the severity text

@@ -16,16 +16,14 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/configtest"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-
 	withDefaults := func(edit func(*Config)) *Config {
 		cfg := createDefaultConfig().(*Config)
 		edit(cfg)
@@ -34,7 +32,9 @@ func TestLoadConfig(t *testing.T) {
 	tests := []struct {
 		id      component.ID
 		want    *Config
-		wantErr string
+		wantErr []error
+		// wantMsg: an error of mapstructure's, not of this processor.
+		wantMsg string
 	}{
 		{id: component.NewID(metadata.Type), want: withDefaults(func(*Config) {})},
 		{id: component.NewIDWithName(metadata.Type, "sampled"), want: withDefaults(func(c *Config) {
@@ -47,7 +47,7 @@ func TestLoadConfig(t *testing.T) {
 		})},
 		// A bare YAML number is not a string; a value from ${env:...} is
 		// kept as written, so only literal YAML needs the quotes.
-		{id: component.NewIDWithName(metadata.Type, "one_rank_as_int"), wantErr: "'ranks' expected type 'string', got unconvertible type 'int'"},
+		{id: component.NewIDWithName(metadata.Type, "one_rank_as_int"), wantMsg: "'ranks' expected type 'string', got unconvertible type 'int'"},
 		{id: component.NewIDWithName(metadata.Type, "full"), want: withDefaults(func(c *Config) {
 			c.Strategy = StrategySingleRank
 			c.ExportRank = 0
@@ -65,17 +65,17 @@ func TestLoadConfig(t *testing.T) {
 			c.Strategy = StrategyFirstRankPerNode
 			c.RankKeys = []string{}
 		})},
-		{id: component.NewIDWithName(metadata.Type, "bad_strategy"), wantErr: `strategy must be one of single_rank, all_ranks, sampled, first_rank_per_node, ranks, got "last_rank"`},
-		{id: component.NewIDWithName(metadata.Type, "bad_sample_rate"), wantErr: "sample_rate must be in [0,1], got 1.5"},
-		{id: component.NewIDWithName(metadata.Type, "bad_export_rank"), wantErr: "export_rank must be -1 (last rank) or a rank >= 0, got -2"},
-		{id: component.NewIDWithName(metadata.Type, "bad_range"), wantErr: `ranks: range "9-3" ends before it starts`},
-		{id: component.NewIDWithName(metadata.Type, "bad_rank_entry"), wantErr: `ranks: entry 2 is empty in "0,,7"`},
-		{id: component.NewIDWithName(metadata.Type, "ranks_missing"), wantErr: `ranks must list at least one rank when strategy is "ranks"`},
-		{id: component.NewIDWithName(metadata.Type, "bad_on_missing_rank"), wantErr: `on_missing_rank must be keep or drop, got "ignore"`},
-		{id: component.NewIDWithName(metadata.Type, "bad_severity"), wantErr: `keep_log_severity: must be one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL (optionally suffixed 2-4), got "LOUD"`},
-		{id: component.NewIDWithName(metadata.Type, "no_rank_keys"), wantErr: "rank_keys must list at least one attribute key"},
-		{id: component.NewIDWithName(metadata.Type, "no_world_size_keys"), wantErr: "world_size_keys must list at least one attribute key"},
-		{id: component.NewIDWithName(metadata.Type, "empty_group_key"), wantErr: "group_keys[1] must not be empty"},
+		{id: component.NewIDWithName(metadata.Type, "bad_strategy"), wantErr: []error{errUnknownStrategy}},
+		{id: component.NewIDWithName(metadata.Type, "bad_sample_rate"), wantErr: []error{errSampleRate}},
+		{id: component.NewIDWithName(metadata.Type, "bad_export_rank"), wantErr: []error{errExportRank}},
+		{id: component.NewIDWithName(metadata.Type, "bad_range"), wantErr: []error{errRangeBackwards}},
+		{id: component.NewIDWithName(metadata.Type, "bad_rank_entry"), wantErr: []error{errEmptyRankEntry}},
+		{id: component.NewIDWithName(metadata.Type, "ranks_missing"), wantErr: []error{errNoRanks}},
+		{id: component.NewIDWithName(metadata.Type, "bad_on_missing_rank"), wantErr: []error{errOnMissingRank}},
+		{id: component.NewIDWithName(metadata.Type, "bad_severity"), wantErr: []error{errSeverity}},
+		{id: component.NewIDWithName(metadata.Type, "no_rank_keys"), wantErr: []error{steps.ErrNoKeys}},
+		{id: component.NewIDWithName(metadata.Type, "no_world_size_keys"), wantErr: []error{steps.ErrNoKeys}},
+		{id: component.NewIDWithName(metadata.Type, "empty_group_key"), wantErr: []error{steps.ErrEmptyKey}},
 		// The block's presence enables it with the defaults; enabled: false
 		// disables it whatever else it says.
 		{id: component.NewIDWithName(metadata.Type, "stragglers_present"), want: withDefaults(func(c *Config) {
@@ -108,29 +108,28 @@ func TestLoadConfig(t *testing.T) {
 				DecisionCacheSize: 2048,
 			})
 		})},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_removed_threshold"), wantErr: "stragglers: threshold (a multiple of the median step duration, got 1.5) was removed: stragglers are now scored on busy time; set relative_threshold and individual_threshold (scores in [0,1], default 0.7) instead"},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_old_step_span_name"), wantErr: `stragglers: step_span_name was replaced by step_span_names, a list: set step_span_names: ["megatron.train_step"]`},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_scores"), wantErr: "relative_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got 1.5\n" +
-			"individual_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got -0.1\nhistory must be at least 1 step, got 0"},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait_spans"), wantErr: `stragglers: wait_spans: entry 0 ("megatron.*.recv"): "*" is only allowed at the end`},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait"), wantErr: "stragglers: decision_wait must be positive (a step is decided at the latest this long after its first step span), got 0s"},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_limits"), wantErr: "max_ranks_per_step must be at least 1, got 0\nmax_buffered_spans must be at least 1, got -1\ndecision_cache_size must be at least 1, got 0"},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_span_wait"), wantErr: "stragglers: span_wait must be positive, or 0 to wait as long as decision_wait, got -1s"},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_names"), wantErr: "step_span_names must list at least one span name, e.g. [megatron.train_step, megatron.train.iteration]\niteration_attribute must not be empty"},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_name"), wantErr: "step_span_names[1] must not be empty"},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_removed_threshold"), wantErr: []error{errThresholdRemoved}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_old_step_span_name"), wantErr: []error{errStepSpanNameReplaced}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_scores"), wantErr: []error{steps.ErrScoreRange, steps.ErrHistory}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait_spans"), wantErr: []error{stepbusy.ErrStarNotAtEnd}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait"), wantErr: []error{steps.ErrDecisionWait}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_limits"), wantErr: []error{errMaxRanksPerStep, errMaxBufferedSpans, errDecisionCacheSize}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_span_wait"), wantErr: []error{steps.ErrNegativeSpanWait}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_names"), wantErr: []error{steps.ErrNoStepSpanNames, steps.ErrNoIterationAttribute}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_name"), wantErr: []error{steps.ErrEmptyKey}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
 			cfg := createDefaultConfig()
-			sub, err := cm.Sub(tt.id.String())
-			require.NoError(t, err)
-			err = sub.Unmarshal(cfg)
-			if err == nil {
-				err = confmap.Validate(cfg)
+			err := configtest.Load(t, tt.id, cfg)
+			if tt.wantMsg != "" {
+				require.ErrorContains(t, err, tt.wantMsg)
+				return
 			}
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			for _, want := range tt.wantErr {
+				require.ErrorIs(t, err, want)
+			}
+			if tt.wantErr != nil {
 				return
 			}
 			require.NoError(t, err)
@@ -144,9 +143,23 @@ func TestValidateReportsEveryBadKey(t *testing.T) {
 	cfg.SampleRate = -0.5
 	cfg.OnMissingRank = "maybe"
 	err := cfg.Validate()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "sample_rate must be in [0,1], got -0.5")
-	assert.Contains(t, err.Error(), `on_missing_rank must be keep or drop, got "maybe"`)
+	require.ErrorIs(t, err, errSampleRate)
+	require.ErrorIs(t, err, errOnMissingRank)
+}
+
+// The messages README.md quotes, and those of the two removed straggler keys,
+// whose text is the fix.
+func TestErrorMessagesNameTheKeyAndTheFix(t *testing.T) {
+	for name, want := range map[string]string{
+		"bad_sample_rate":               "sample_rate must be in [0,1], got 1.5",
+		"bad_range":                     `ranks: range "9-3" ends before it starts`,
+		"stragglers_removed_threshold":  "stragglers: threshold (a multiple of the median step duration, got 1.5) was removed: stragglers are now scored on busy time; set relative_threshold and individual_threshold (scores in [0,1], default 0.7) instead",
+		"stragglers_old_step_span_name": `stragglers: step_span_name was replaced by step_span_names, a list: set step_span_names: ["megatron.train_step"]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.EqualError(t, configtest.Load(t, component.NewIDWithName(metadata.Type, name), createDefaultConfig()), want)
+		})
+	}
 }
 
 func TestParseSeverity(t *testing.T) {

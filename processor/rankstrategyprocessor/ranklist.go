@@ -4,12 +4,21 @@
 package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor"
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+)
+
+// The errors of parseRankList, each wrapped in a message that quotes the
+// entry: `range "9-3" ends before it starts`.
+var (
+	errEmptyRankEntry = errors.New("is empty")
+	errNotARank       = errors.New("is not a rank or a range of ranks (a non-negative integer, or first-last)")
+	errRangeBackwards = errors.New("ends before it starts")
 )
 
 // rankRange is an inclusive range of ranks.
@@ -25,7 +34,7 @@ func parseRankList(s string) (rankList, error) {
 	for i, entry := range strings.Split(s, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
-			return nil, fmt.Errorf("entry %d is empty in %q", i+1, s)
+			return nil, fmt.Errorf("entry %d %w in %q", i+1, errEmptyRankEntry, s)
 		}
 		r, err := parseRankRange(entry)
 		if err != nil {
@@ -58,17 +67,17 @@ func parseRankRange(entry string) (rankRange, error) {
 	lo, hi, isRange := strings.Cut(entry, "-")
 	first, ok := rankattr.ParseString(lo)
 	if !ok {
-		return rankRange{}, fmt.Errorf("%q is not a rank or a range of ranks (a non-negative integer, or first-last)", entry)
+		return rankRange{}, fmt.Errorf("%q %w", entry, errNotARank)
 	}
 	if !isRange {
 		return rankRange{first, first}, nil
 	}
 	last, ok := rankattr.ParseString(hi)
 	if !ok {
-		return rankRange{}, fmt.Errorf("%q is not a rank or a range of ranks (a non-negative integer, or first-last)", entry)
+		return rankRange{}, fmt.Errorf("%q %w", entry, errNotARank)
 	}
 	if last < first {
-		return rankRange{}, fmt.Errorf("range %q ends before it starts", entry)
+		return rankRange{}, fmt.Errorf("range %q %w", entry, errRangeBackwards)
 	}
 	return rankRange{first, last}, nil
 }

@@ -62,6 +62,17 @@ type Config struct {
 	_ struct{}
 }
 
+// The configuration's errors. Each message wraps one of them with the value
+// it got, so that it names the key and the fix while the tests match the
+// kind with errors.Is. The step settings' errors are internal/steps'.
+var (
+	errSampleRate         = errors.New("sample_rate must be a fraction in [0,1] (0.01 keeps 1% of steps, 1 keeps every step)")
+	errEvery              = errors.New("every must be 0 (unused) or a positive number of iterations (10 keeps 0, 10, 20, ...)")
+	errSampleRateAndEvery = errors.New("are alternatives: set one of them and leave the other at its default (sample_rate: 1, every: 0)")
+	errNoRunIDKey         = errors.New("run_id_key must name the resource attribute holding the run id, e.g. nemo.run.id")
+	errMaxBufferedSpans   = errors.New("max_buffered_spans must be at least 1")
+)
+
 var _ component.Config = (*Config)(nil)
 
 // Validate checks the configuration; errors name the offending key and say
@@ -69,17 +80,16 @@ var _ component.Config = (*Config)(nil)
 func (cfg *Config) Validate() error {
 	var errs []error
 	if math.IsNaN(cfg.SampleRate) || cfg.SampleRate < 0 || cfg.SampleRate > 1 {
-		errs = append(errs, fmt.Errorf("sample_rate must be a fraction in [0,1] (0.01 keeps 1%% of steps, 1 keeps every step), got %v", cfg.SampleRate))
+		errs = append(errs, fmt.Errorf("%w, got %v", errSampleRate, cfg.SampleRate))
 	}
 	if cfg.Every < 0 {
-		errs = append(errs, fmt.Errorf("every must be 0 (unused) or a positive number of iterations (10 keeps 0, 10, 20, ...), got %d", cfg.Every))
+		errs = append(errs, fmt.Errorf("%w, got %d", errEvery, cfg.Every))
 	}
 	if cfg.Every > 0 && cfg.SampleRate < 1 {
-		errs = append(errs, fmt.Errorf("sample_rate (%v) and every (%d) are alternatives: set one of them and leave the other at its default (sample_rate: 1, every: 0)",
-			cfg.SampleRate, cfg.Every))
+		errs = append(errs, fmt.Errorf("sample_rate (%v) and every (%d) %w", cfg.SampleRate, cfg.Every, errSampleRateAndEvery))
 	}
 	if strings.TrimSpace(cfg.RunIDKey) == "" {
-		errs = append(errs, errors.New("run_id_key must name the resource attribute holding the run id, e.g. nemo.run.id"))
+		errs = append(errs, errNoRunIDKey)
 	}
 	errs = append(errs,
 		steps.CheckKeys("rank_keys", cfg.RankKeys, true),
@@ -88,7 +98,7 @@ func (cfg *Config) Validate() error {
 		steps.RenamedToSpanWait(cfg.DecisionWait),
 		steps.CheckSpanWait(cfg.SpanWait))
 	if cfg.MaxBufferedSpans < 1 {
-		errs = append(errs, fmt.Errorf("max_buffered_spans must be at least 1, got %d", cfg.MaxBufferedSpans))
+		errs = append(errs, fmt.Errorf("%w, got %d", errMaxBufferedSpans, cfg.MaxBufferedSpans))
 	}
 	return errors.Join(errs...)
 }

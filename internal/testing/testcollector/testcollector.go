@@ -41,8 +41,8 @@ const (
 	StopTimeout  = 30 * time.Second
 )
 
-// RepoRoot returns the repository root (the directory holding go.mod and
-// builder-config.yaml), found by walking up from the working directory.
+// RepoRoot returns the repository root (the directory holding the root
+// module's go.mod and builder-config.yaml), found by walking up from the working directory.
 func RepoRoot(tb testing.TB) string {
 	tb.Helper()
 	dir, err := os.Getwd()
@@ -94,18 +94,20 @@ func RequireFile(tb testing.TB, path, what, target string) {
 	tb.Skip(msg)
 }
 
-// BuildTool compiles the main package pkg of this module (e.g.
-// "./bench/loadgen") into a temporary directory and returns the binary's
-// path. The timeout only guards against a hung build.
-func BuildTool(tb testing.TB, pkg string) string {
+// BuildTool compiles the main package in dir, a directory relative to the
+// repository root (e.g. "bench/loadgen"), into a temporary directory and
+// returns the binary's path. The build runs in dir, so it uses the go.mod of
+// the module that holds dir: the repository has several (the root, e2e/,
+// bench/). The timeout only guards against a hung build.
+func BuildTool(tb testing.TB, dir string) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), filepath.Base(pkg))
+	bin := filepath.Join(tb.TempDir(), filepath.Base(dir))
 	ctx, cancel := context.WithTimeout(tb.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, GoTool(), "build", "-o", bin, pkg) //nolint:gosec // G204: the go tool and a package path fixed by the calling test, not external input
-	cmd.Dir = RepoRoot(tb)
+	cmd := exec.CommandContext(ctx, GoTool(), "build", "-o", bin, ".") //nolint:gosec // G204: the go tool building a directory fixed by the calling test, not external input
+	cmd.Dir = filepath.Join(RepoRoot(tb), dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("build %s: %v\n%s", pkg, err, out)
+		tb.Fatalf("build %s: %v\n%s", dir, err, out)
 	}
 	return bin
 }
