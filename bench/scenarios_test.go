@@ -158,6 +158,14 @@ func scenarioList() []scenario {
 			requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std,
 		},
+		// The default preset without its stall detector (NEMO_STALLS=false:
+		// nemo_steps reads only step and wait spans) against the preset:
+		// what finding stalled runs costs.
+		{
+			name: "preset_no_stall_detector", what: "configs/file.yaml with NEMO_STALLS=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_STALLS": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k},
+		},
 		// The default preset without the nemo_steps connector (step metrics
 		// of every rank) against it: what the metrics cost.
 		{

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
@@ -41,7 +42,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 			},
 			Waits:            steps.Waits{DecisionWait: 10 * time.Second},
-			Stalls:           StallsConfig{MinStall: time.Minute, StallFactor: 10, JobSpanNames: []string{"megatron.pretrain", "megatron.train", "workload"}},
+			Stalls:           configoptional.Some(StallsConfig{MinStall: time.Minute, StallFactor: 10, JobSpanNames: []string{"megatron.pretrain", "megatron.train", "workload"}}),
 			MaxOpenRankSteps: 1_000_000,
 			Keys: steps.Keys{
 				RankKeys:      []string{"nv.dl.rank", "dl.rank"},
@@ -64,7 +65,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 			},
 			Waits:            steps.Waits{DecisionWait: 30 * time.Second, SpanWait: 20 * time.Second},
-			Stalls:           StallsConfig{MinStall: 2 * time.Minute, StallFactor: 5, JobSpanNames: []string{"nemo_rl.run"}},
+			Stalls:           configoptional.Some(StallsConfig{MinStall: 2 * time.Minute, StallFactor: 5, JobSpanNames: []string{"nemo_rl.run"}}),
 			Interval:         15 * time.Second,
 			MaxOpenRankSteps: 200_000,
 			Keys: steps.Keys{
@@ -88,6 +89,15 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad_limits", wantErr: "history must be at least 1 step, got 0\nmax_open_rank_steps must be at least 1, got 0"},
 		{name: "empty_iteration_attribute", wantErr: "iteration_attribute must not be empty; the default is megatron.iteration"},
 		{name: "bad_stall", wantErr: "min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s), got 0s\nstall_factor must be 0 or more (a stall is longer than stall_factor x the median step), got -1"},
+		{name: "stalls_off", want: func() *Config {
+			cfg := createDefaultConfig().(*Config)
+			cfg.Stalls = configoptional.None[StallsConfig]()
+			return cfg
+		}()},
+		{name: "stalls_enabled_not_bool", wantErr: "unexpected type string for 'enabled': got 'off' value expected 'true' or 'false'"},
+		{name: "moved_stall_keys", wantErr: "min_stall moved into the stalls block: write stalls: {min_stall: 30s} (stalls: {enabled: false} turns stall detection off)\n" +
+			"stall_factor moved into the stalls block: write stalls: {stall_factor: 4} (stalls: {enabled: false} turns stall detection off)\n" +
+			"job_span_names moved into the stalls block: write stalls: {job_span_names: [nemo_rl.run]} (stalls: {enabled: false} turns stall detection off)"},
 	}
 	for _, tt := range tests {
 		id := component.NewIDWithName(metadata.Type, tt.name)

@@ -80,6 +80,9 @@ func processOf(attrs pcommon.Map) (host, process string) {
 // checkStalls judges every run at the tick: it returns the stall records to
 // send, writes the gauges into c.out and logs and counts each change.
 func (c *stepsConnector) checkStalls(t *tally) plog.Logs {
+	if c.stalls == nil {
+		return plog.Logs{}
+	}
 	now := c.clk.Now()
 	events, stalled := c.stalls.Tick(now)
 	ts := now.UnixNano()

@@ -4,11 +4,13 @@
 package nemostepsconnector
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -19,7 +21,7 @@ import (
 // stallHarness is the connector with its stall records captured, judging
 // a run stalled after 5 s without a completed step.
 func stallHarness(t *testing.T) (*harness, *consumertest.LogsSink) {
-	h := newHarness(t, func(cfg *Config) { cfg.Stalls.MinStall = 5 * time.Second })
+	h := newHarness(t, func(cfg *Config) { cfg.Stalls.Get().MinStall = 5 * time.Second })
 	logs := new(consumertest.LogsSink)
 	h.c.nextLogs = logs
 	return h, logs
@@ -166,4 +168,40 @@ func pointsNamed(points []point, name string) []point {
 		}
 	}
 	return out
+}
+
+// With stalls: {enabled: false} a hang is not judged at all: no record, no
+// stall gauge, no state in a detector, and the step metrics are exactly
+// those of the connector with the detector on.
+func TestStallDetectionOff(t *testing.T) {
+	on, _ := stallHarness(t)
+	off := newHarness(t, func(cfg *Config) { cfg.Stalls = configoptional.None[StallsConfig]() })
+	offLogs := new(consumertest.LogsSink)
+	off.c.nextLogs = offLogs
+	require.Nil(t, off.c.stalls)
+
+	job := syncJob{run: "run-hang", world: 8}
+	for _, h := range []*harness{on, off} {
+		for it := int64(1); it <= 4; it++ {
+			h.consume(job.batch(inJob, it, lensfixture.WholeStep, allRanks(8)...))
+		}
+		h.ticks(1)
+		h.consume(job.hungBatch(inJob, 5, map[int64]lensfixture.HangRole{5: lensfixture.Stopped}))
+		h.ticks(10)
+	}
+	assert.Zero(t, offLogs.LogRecordCount(), "no stall record")
+	var stepPoints []point
+	for _, p := range off.points() {
+		assert.NotContains(t, []string{"nemo.run.stalled", "nemo.run.stall_duration", "nemo.rank.behind"}, p.metric)
+		stepPoints = append(stepPoints, p)
+	}
+	var onSteps []point
+	for _, p := range on.points() {
+		if strings.HasPrefix(p.metric, "nemo.step.") {
+			onSteps = append(onSteps, p)
+		}
+	}
+	require.NotEmpty(t, onSteps)
+	assert.Equal(t, onSteps, stepPoints, "the step metrics do not depend on the detector")
+	require.NotEmpty(t, pointsNamed(on.points(), "nemo.run.stalled"), "the same hang with the detector on is found")
 }
