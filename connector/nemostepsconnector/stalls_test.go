@@ -92,6 +92,7 @@ func TestStallNamesTheStoppedRank(t *testing.T) {
 			assert.Equal(t, int64(5), attrs[attrStallIteration])
 			assert.Equal(t, []any{int64(5)}, attrs[attrStallRanks])
 			assert.Equal(t, []any{job.rank(5).Host()}, attrs[attrStallHosts])
+			assert.NotContains(t, attrs, attrStallStage, "no pipeline: no stage")
 			assert.Contains(t, rec.Body().Str(), "run run-hang stalled at iteration 5 for ")
 			assert.Contains(t, rec.Body().Str(), "rank 5 on "+job.rank(5).Host()+" last finished megatron.microbatch.forward")
 			assert.Contains(t, rec.Body().Str(), "the other 7 ranks finished megatron.grad_sync.start and wait in grad sync")
@@ -204,4 +205,55 @@ func TestStallDetectionOff(t *testing.T) {
 	require.NotEmpty(t, onSteps)
 	assert.Equal(t, onSteps, stepPoints, "the step metrics do not depend on the detector")
 	require.NotEmpty(t, pointsNamed(on.points(), "nemo.run.stalled"), "the same hang with the detector on is found")
+}
+
+// A pipeline-parallel job (4 stages, 2 copies, ranks numbered stage x 2 +
+// copy, the stage on the spans, the size on the resource) hangs because
+// the stage-2 rank of copy 1 (rank 5) stops in the forward of its third
+// micro-batch: the later stage waits for its forwards, the earlier ones for
+// its backwards, the other copy finishes its backward and waits in grad
+// sync. The record names stage 2 and rank 5 alone, in all four shapes.
+func TestStallNamesThePipelineStage(t *testing.T) {
+	p := lensfixture.DefaultPipeline
+	stop := lensfixture.PipelineStop{Stage: 2, Op: p.ForwardOp(2, 2)}
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
+			h, logs := stallHarness(t)
+			job := lensfixture.PipelineJob{
+				Run:      lensfixture.Run{Ranks: lensfixture.PipelineRanks(lensfixture.Rank{Run: "run-pp", GPUsPerNode: 2}, p.Stages, 2), Shape: shape},
+				Pipeline: p, Replicas: 2,
+			}
+			for it := int64(1); it <= 4; it++ {
+				h.consume(job.Iteration(it))
+			}
+			h.ticks(1)
+			h.consume(job.HungIteration(5, 1, stop))
+			h.ticks(8)
+
+			got := records(logs)[eventStalled]
+			require.Len(t, got, 1)
+			attrs := got[0].Attributes().AsRaw()
+			assert.Equal(t, "behind", attrs[attrStallKind])
+			assert.Equal(t, int64(2), attrs[attrStallStage])
+			assert.Equal(t, []any{int64(5)}, attrs[attrStallRanks])
+			assert.Equal(t, []any{job.Run.Ranks[5].Host()}, attrs[attrStallHosts])
+			body := got[0].Body().Str()
+			assert.Contains(t, body, "pipeline stage 2 of 4 stopped first (it ended the forward of 2 of its 8 micro-batches and the backward of 1, and had the input of its next compute): rank 5 on "+job.Run.Ranks[5].Host()+" last finished megatron.")
+			assert.Contains(t, body, "the other 3 ranks of its pipeline wait for it in their point-to-point transfers")
+			assert.Contains(t, body, "the other 4 ranks finished megatron.grad_sync.start and wait in grad sync")
+			for _, pt := range pointsNamed(h.points(), "nemo.rank.behind") {
+				assert.Equal(t, int64(5), pt.attrs[resourceKey(job.Run.Ranks[5], "nv.dl.rank", "dl.rank")], "only rank 5 is behind")
+			}
+		})
+	}
+}
+
+// resourceKey is the first of keys rank sends.
+func resourceKey(rank lensfixture.Rank, keys ...string) string {
+	for _, k := range keys {
+		if resourceValue(rank, k) != nil {
+			return k
+		}
+	}
+	return ""
 }
