@@ -25,13 +25,15 @@ type reportInput struct {
 	started    time.Time
 	elapsed    time.Duration
 	microPath  string
+	soak       *soakResult
 }
 
-func writeJSON(path string, results []scenarioResult, gens []generatorResult) error {
+func writeJSON(path string, results []scenarioResult, gens []generatorResult, soak *soakResult) error {
 	b, err := json.MarshalIndent(struct {
 		Scenarios  []scenarioResult  `json:"scenarios"`
 		Generators []generatorResult `json:"generators,omitempty"`
-	}{results, gens}, "", "  ")
+		Soak       *soakResult       `json:"soak,omitempty"`
+	}{results, gens, soak}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)
 	}
@@ -283,8 +285,12 @@ func renderReport(t *testing.T, in reportInput) string {
 		w("build: the harness (`bench/scenarios_test.go`) already holds its load, baseline and phases.\n\n")
 	}
 
+	if in.soak != nil {
+		w("%s", soakTable(in.soak))
+	}
+
 	w("## Goals\n\n| goal | where we stand |\n|---|---|\n")
-	for _, g := range goals(byName) {
+	for _, g := range append(goals(byName), soakGoal(in.soak)) {
 		w("| %s | %s |\n", g[0], g[1])
 	}
 	w("\n")
