@@ -192,8 +192,8 @@ func renderReport(t *testing.T, in reportInput) string {
 	w("| CPU | %s, %d cores |\n| Memory | %s |\n| Kernel | %s |\n| Go | %s |\n", cpu, runtime.NumCPU(), mem, kernel, runtime.Version())
 	w("| Collector | %s (%s) |\n", strings.TrimSpace(version), moduleVersions(in.root))
 	w("| Load phase | %s per phase, a fresh collector per phase |\n", in.phase)
-	lo, hi := loadRange(in.results)
-	w("| Machine load (1-min load average at phase starts) | %s to %s |\n\n", num(lo), num(hi))
+	lo, hi := loadRange(in.results, in.soak)
+	w("| Machine load (1-min load average at phase starts, and at the soak's start and end) | %s to %s |\n\n", num(lo), num(hi))
 	w("The load generator and the collector share these cores.")
 	if hi > float64(runtime.NumCPU()) {
 		w(" **Other work kept the machine busy during this run (a load average above\n")
@@ -307,24 +307,30 @@ func renderReport(t *testing.T, in reportInput) string {
 }
 
 // loadRange returns the lowest and highest 1-minute load average seen at the
-// start of a phase.
-func loadRange(results []scenarioResult) (lo, hi float64) {
-	first := true
+// start of a phase, and at the soak's start and end.
+func loadRange(results []scenarioResult, soak *soakResult) (lo, hi float64) {
+	var loads []string
 	for i := range results {
 		for j := range results[i].Phases {
-			p := &results[i].Phases[j]
-			var v float64
-			if _, err := fmt.Sscanf(p.LoadAvg, "%g", &v); err != nil {
-				continue
-			}
-			if first || v < lo {
-				lo = v
-			}
-			if first || v > hi {
-				hi = v
-			}
-			first = false
+			loads = append(loads, results[i].Phases[j].LoadAvg)
 		}
+	}
+	if soak != nil {
+		loads = append(loads, soak.LoadAvg, soak.LoadAvgEnd)
+	}
+	first := true
+	for _, load := range loads {
+		var v float64
+		if _, err := fmt.Sscanf(load, "%g", &v); err != nil {
+			continue
+		}
+		if first || v < lo {
+			lo = v
+		}
+		if first || v > hi {
+			hi = v
+		}
+		first = false
 	}
 	return lo, hi
 }

@@ -113,11 +113,14 @@ type soakRun struct {
 
 // soakResult is the soak's outcome.
 type soakResult struct {
-	Plan    string    `json:"plan"`
-	Seconds float64   `json:"seconds"`
-	LoadAvg string    `json:"machine_load_average"`
-	Runs    []soakRun `json:"runs"`
-	Status  string    `json:"status"`
+	Plan    string  `json:"plan"`
+	Seconds float64 `json:"seconds"`
+	// LoadAvg and LoadAvgEnd are the machine's load at the soak's start
+	// and at its end.
+	LoadAvg    string    `json:"machine_load_average"`
+	LoadAvgEnd string    `json:"machine_load_average_end"`
+	Runs       []soakRun `json:"runs"`
+	Status     string    `json:"status"`
 }
 
 // falseStalls is every false stall of the soak.
@@ -173,7 +176,7 @@ func runSoak(t *testing.T, root string, plan soakPlan) *soakResult {
 	defer cancel()
 	started := time.Now()
 	_, err := lensemu.Job(ctx, ranks)
-	res.Seconds = time.Since(started).Seconds()
+	res.Seconds, res.LoadAvgEnd = time.Since(started).Seconds(), loadAvg()
 	if err != nil {
 		t.Errorf("soak jobs: %v", err)
 	}
@@ -346,7 +349,8 @@ func soakTable(s *soakResult) string {
 	w("healthy and one also pausing evenly (every rank finishes the same iteration, then nothing, as for a checkpoint save).\n")
 	w("The stall records are counted in each run's `logs.jsonl.zst`; the pauses are the gaps longer than stall_after between\n")
 	w("two steps of the run's last rank in its `traces.jsonl.zst`. A false stall is a record of kind `behind`, any record on a\n")
-	w("healthy run, or a `paused` one outside a pause. The jobs trained for %s (load average %s at the start).\n\n", (time.Duration(s.Seconds) * time.Second).Round(time.Second), s.LoadAvg)
+	w("healthy run, or a `paused` one outside a pause. The jobs trained for %s (load average %s at the start, %s at the end).\n\n",
+		(time.Duration(s.Seconds) * time.Second).Round(time.Second), s.LoadAvg, s.LoadAvgEnd)
 	w("| run | steps | pauses (planned / found) | stalled: paused | stalled: behind | resumed | false stalls | pauses missed | longest gap outside pauses, ms |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var steps, planned, pauses, paused, behind, resumed, missed int
