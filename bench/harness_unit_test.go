@@ -4,11 +4,14 @@
 package bench
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -77,7 +80,7 @@ func TestGoals(t *testing.T) {
 		"ceiling":    ok("ceiling", phaseResult{Phase: "10k/s", AvgCores: 0.05, PeakRSSMiB: 120}),
 	}
 	g := goals(byName)
-	require.Len(t, g, 15)
+	require.Len(t, g, 16)
 	assert.True(t, strings.HasPrefix(g[0][1], "met"), g[0][1])
 	assert.True(t, strings.HasPrefix(g[1][1], "not met: 2.25x"), g[1][1])
 	assert.True(t, strings.HasPrefix(g[2][1], "pending"), g[2][1])
@@ -100,12 +103,19 @@ func TestGoals(t *testing.T) {
 	g = goals(byName)
 	assert.Equal(t, "met: 1.30x (preset vs preset_stragglers_off, 100k/s)", g[4][1])
 	assert.Equal(t, "not met: 310 MiB", g[6][1])
-	assert.True(t, strings.HasPrefix(g[12][1], "not met: 0.79x"), g[12][1], "spans/s must be at least 0.8x")
-	assert.True(t, strings.HasPrefix(g[13][1], "met: 1.00x"), g[13][1])
-	assert.True(t, strings.HasPrefix(g[14][1], "met: 1.50x"), g[14][1])
+	assert.True(t, strings.HasPrefix(g[13][1], "not met: 0.79x"), g[13][1], "spans/s must be at least 0.8x")
+	assert.True(t, strings.HasPrefix(g[14][1], "met: 1.00x"), g[14][1])
+	assert.True(t, strings.HasPrefix(g[15][1], "met: 1.50x"), g[15][1])
 	assert.Equal(t, "not measured", g[7][1], "step metrics: no preset_no_step_metrics")
 	byName["preset_no_step_metrics"] = ok("preset_no_step_metrics", phaseResult{Phase: "100k/s", CPUPerMillion: 2.5})
 	assert.Equal(t, "met: 1.04x (preset vs preset_no_step_metrics, 100k/s)", goals(byName)[7][1])
+
+	// The stall detector: within 5% of the preset without it.
+	assert.Equal(t, "not measured", goals(byName)[8][1], "no preset_no_stall_detector")
+	byName["preset_no_stall_detector"] = ok("preset_no_stall_detector", phaseResult{Phase: "100k/s", CPUPerMillion: 2.5})
+	assert.Equal(t, "met: 1.04x (preset vs preset_no_stall_detector, 100k/s)", goals(byName)[8][1])
+	byName["preset_no_stall_detector"] = ok("preset_no_stall_detector", phaseResult{Phase: "100k/s", CPUPerMillion: 2.4})
+	assert.Equal(t, "not met: 1.08x (preset vs preset_no_stall_detector, 100k/s)", goals(byName)[8][1])
 }
 
 func TestThousands(t *testing.T) {
@@ -115,4 +125,50 @@ func TestThousands(t *testing.T) {
 	assert.Equal(t, "n/a", ratio(1, 0))
 	assert.Equal(t, "2.00x", ratio(2, 1))
 	assert.Equal(t, "113x", ratio(113.27, 1))
+}
+
+// The soak's judge: a behind record, a paused record outside a pause, two
+// records for one pause and a pause without one are what it reports.
+func TestJudgeSoakRun(t *testing.T) {
+	dir := t.TempDir()
+	sec := int64(time.Second)
+	step := func(it, start, end int64) string {
+		return fmt.Sprintf(`{"name":"megatron.train_step","start_time_unix_nano":%d,"end_time_unix_nano":%d,"attributes":{"megatron.iteration":%d},"resource":{"nv.dl.rank":3}}`, start, end, it)
+	}
+	record := func(at int64, event, kind string) string {
+		return fmt.Sprintf(`{"time_unix_nano":%d,"attributes":{"event.name":%q,"nemo.stall.kind":%q},"resource":{}}`, at, event, kind)
+	}
+	// Steps of 1 s; pauses (gaps over stall_after, 2 s) after iterations 2 and 4.
+	traces := []string{step(1, 0, sec), step(2, sec, 2*sec), step(3, 10*sec, 11*sec), step(4, 11*sec, 12*sec), step(5, 20*sec, 21*sec), step(6, 21*sec, 22*sec)}
+	traces = append(traces, `{"name":"megatron.train_step","start_time_unix_nano":0,"end_time_unix_nano":1,"attributes":{"megatron.iteration":9},"resource":{"nv.dl.rank":0}}`)
+	logs := []string{
+		record(5*sec, "nemo.run.stalled", "paused"), record(10*sec+sec/2, "nemo.run.resumed", "paused"), // the first pause
+		record(6*sec, "nemo.run.stalled", "paused"),  // the first pause again
+		record(30*sec, "nemo.run.stalled", "paused"), // no pause there
+		record(15*sec, "nemo.run.stalled", "behind"), // in the second pause, but behind: and the pause has no paused record
+	}
+	writeZstd(t, filepath.Join(dir, "traces.jsonl.zst"), traces)
+	writeZstd(t, filepath.Join(dir, "logs.jsonl.zst"), logs)
+	r := soakRun{Run: "r", Pauses: true}
+	judgeSoakRun(t, dir, &r, soakPlan{stallAfter: 2 * time.Second, world: 4})
+	assert.Equal(t, 6, r.Steps, "rank 3's steps; rank 0's straggler step left out")
+	assert.Equal(t, 2, r.PausesFound)
+	assert.Equal(t, map[string]int{"paused": 3, "behind": 1}, r.Stalled)
+	assert.Equal(t, 1, r.Resumed)
+	assert.Equal(t, 1, r.Missed, "the second pause had no paused record")
+	require.Len(t, r.False, 3)
+	assert.Contains(t, r.False[0], "paused outside a pause")
+	assert.Contains(t, r.False[1], "behind at")
+	assert.Contains(t, r.False[2], "2 records for the pause")
+
+	healthy := soakRun{Run: "h"}
+	judgeSoakRun(t, dir, &healthy, soakPlan{stallAfter: 2 * time.Second, world: 4})
+	assert.Len(t, healthy.False, 4, "every stalled record on a healthy run is false")
+}
+
+func writeZstd(t *testing.T, path string, lines []string) {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, enc.EncodeAll([]byte(strings.Join(lines, "\n")+"\n"), nil), 0o600))
 }

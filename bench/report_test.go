@@ -25,13 +25,15 @@ type reportInput struct {
 	started    time.Time
 	elapsed    time.Duration
 	microPath  string
+	soak       *soakResult
 }
 
-func writeJSON(path string, results []scenarioResult, gens []generatorResult) error {
+func writeJSON(path string, results []scenarioResult, gens []generatorResult, soak *soakResult) error {
 	b, err := json.MarshalIndent(struct {
 		Scenarios  []scenarioResult  `json:"scenarios"`
 		Generators []generatorResult `json:"generators,omitempty"`
-	}{results, gens}, "", "  ")
+		Soak       *soakResult       `json:"soak,omitempty"`
+	}{results, gens, soak}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)
 	}
@@ -190,8 +192,8 @@ func renderReport(t *testing.T, in reportInput) string {
 	w("| CPU | %s, %d cores |\n| Memory | %s |\n| Kernel | %s |\n| Go | %s |\n", cpu, runtime.NumCPU(), mem, kernel, runtime.Version())
 	w("| Collector | %s (%s) |\n", strings.TrimSpace(version), moduleVersions(in.root))
 	w("| Load phase | %s per phase, a fresh collector per phase |\n", in.phase)
-	lo, hi := loadRange(in.results)
-	w("| Machine load (1-min load average at phase starts) | %s to %s |\n\n", num(lo), num(hi))
+	lo, hi := loadRange(in.results, in.soak)
+	w("| Machine load (1-min load average at phase starts, and at the soak's start and end) | %s to %s |\n\n", num(lo), num(hi))
 	w("The load generator and the collector share these cores.")
 	if hi > float64(runtime.NumCPU()) {
 		w(" **Other work kept the machine busy during this run (a load average above\n")
@@ -283,8 +285,12 @@ func renderReport(t *testing.T, in reportInput) string {
 		w("build: the harness (`bench/scenarios_test.go`) already holds its load, baseline and phases.\n\n")
 	}
 
+	if in.soak != nil {
+		w("%s", soakTable(in.soak))
+	}
+
 	w("## Goals\n\n| goal | where we stand |\n|---|---|\n")
-	for _, g := range goals(byName) {
+	for _, g := range append(goals(byName), soakGoal(in.soak)) {
 		w("| %s | %s |\n", g[0], g[1])
 	}
 	w("\n")
@@ -301,24 +307,30 @@ func renderReport(t *testing.T, in reportInput) string {
 }
 
 // loadRange returns the lowest and highest 1-minute load average seen at the
-// start of a phase.
-func loadRange(results []scenarioResult) (lo, hi float64) {
-	first := true
+// start of a phase, and at the soak's start and end.
+func loadRange(results []scenarioResult, soak *soakResult) (lo, hi float64) {
+	var loads []string
 	for i := range results {
 		for j := range results[i].Phases {
-			p := &results[i].Phases[j]
-			var v float64
-			if _, err := fmt.Sscanf(p.LoadAvg, "%g", &v); err != nil {
-				continue
-			}
-			if first || v < lo {
-				lo = v
-			}
-			if first || v > hi {
-				hi = v
-			}
-			first = false
+			loads = append(loads, results[i].Phases[j].LoadAvg)
 		}
+	}
+	if soak != nil {
+		loads = append(loads, soak.LoadAvg, soak.LoadAvgEnd)
+	}
+	first := true
+	for _, load := range loads {
+		var v float64
+		if _, err := fmt.Sscanf(load, "%g", &v); err != nil {
+			continue
+		}
+		if first || v < lo {
+			lo = v
+		}
+		if first || v > hi {
+			hi = v
+		}
+		first = false
 	}
 	return lo, hi
 }
@@ -431,6 +443,7 @@ func goals(byName map[string]scenarioResult) [][2]string {
 		out = append(out, [2]string{"default preset with straggler retention, 100k/s: peak RSS at most 300 MiB", fmt.Sprintf("%s: %s MiB", verdict, num(p.PeakRSSMiB))})
 	}
 	ratioGoal("step metrics (nemo_steps) on the default preset, 100k/s: CPU per span at most 1.1x without them", "preset", "preset_no_step_metrics", "100k/s", "cpu", 1.1)
+	ratioGoal("stall detector on the default preset, 100k/s: CPU per span at most 1.05x without it", "preset", "preset_no_stall_detector", "100k/s", "cpu", 1.05)
 	ratioGoal("all_ranks keeping 1% of steps, 100k/s: less CPU per span than keeping every step", "preset_all_ranks_steps_1pct", "preset_all_ranks", "100k/s", "cpu", 1)
 	if p, ok := get("preset_all_ranks_steps_1pct", "100k/s"); ok {
 		verdict := "met"

@@ -4,19 +4,21 @@
 # Benchmarks of otelcol-nemo (`make bench`): the Go micro-benchmarks of every
 # package that has some (go test -bench, -count 6, summarised by benchstat),
 # then the system scenarios against the built binary (bench/scenarios_test.go
-# with -full), which write BENCHMARKS.md at the repository root. Raw output
-# goes to bench/out/.
+# with -full) and the 10-minute soak of the stall detector, which write
+# BENCHMARKS.md at the repository root. Raw output goes to bench/out/.
 #
 # Usage: bench/run.sh [-smoke]
-#   -smoke   one iteration of each micro-benchmark and ~2 s per scenario; no report.
+#   -smoke   one iteration of each micro-benchmark, ~2 s per scenario and an 8 s soak; no report.
 # Environment:
 #   BENCH_PHASE   length of one scenario load phase (default 12s)
 #   BENCH_COUNT   -count of the micro-benchmarks (default 6: benchstat needs 6
 #                 samples for a 95% confidence interval)
 #   BENCH_TIME    -benchtime of the micro-benchmarks (default 200ms)
 #   BENCH_ONLY    comma-separated scenarios to run (default all)
-#   BENCH_BUDGET  seconds the whole run may take (default 960, 16 minutes)
-#   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios (default 640)
+#   BENCH_SOAK    how long the soak's jobs train (default 10m)
+#   BENCH_BUDGET  seconds the whole run may take (default 1740, 29 minutes)
+#   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios and the soak
+#                 (default 1360: 640 for the scenarios, 720 for the soak)
 #
 # Everything it starts runs under `timeout`, in a process group of its own
 # that is killed when the budget runs out or the script is interrupted.
@@ -36,11 +38,13 @@ esac
 phase=${BENCH_PHASE:-12s}
 count=${BENCH_COUNT:-6}
 benchtime=${BENCH_TIME:-200ms}
-# Seconds kept for the scenarios (about 22 s per phase of 12 s; 27 phases);
-# the micro-benchmarks get the rest.
-scenario_reserve=${BENCH_SCENARIO_RESERVE:-640}
+# Seconds kept for the scenarios (about 22 s per phase of 12 s; 28 phases)
+# and the soak (its training, a collector's start and drain); the
+# micro-benchmarks get the rest.
+scenario_reserve=${BENCH_SCENARIO_RESERVE:-1360}
+soak=${BENCH_SOAK:-10m}
 only=${BENCH_ONLY:-}
-budget=${BENCH_BUDGET:-960}
+budget=${BENCH_BUDGET:-1740}
 benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 go=${GO:-go}
 start=$(date +%s)
@@ -128,7 +132,7 @@ if [[ $smoke -eq 1 ]]; then
   echo "== scenarios (smoke)"
 else
   echo "== scenarios (${phase} per phase, at most ${scen_budget}s)"
-  args+=(-full -phase "$phase" -budget "$(( scen_budget - 30 ))s" -out "$root/BENCHMARKS.md" -micro "$root/$micro_sum")
+  args+=(-full -phase "$phase" -soak "$soak" -budget "$(( scen_budget - 30 ))s" -out "$root/BENCHMARKS.md" -micro "$root/$micro_sum")
 fi
 status=0
 run_bounded "$scen_budget" $go -C bench test . -run '^TestScenarios$' -count=1 -v -timeout "$(( scen_budget - 10 ))s" -args "${args[@]}" \

@@ -158,6 +158,14 @@ func scenarioList() []scenario {
 			requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std,
 		},
+		// The default preset without its stall detector (NEMO_STALLS=false:
+		// nemo_steps reads only step and wait spans) against the preset:
+		// what finding stalled runs costs.
+		{
+			name: "preset_no_stall_detector", what: "configs/file.yaml with NEMO_STALLS=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_STALLS": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k},
+		},
 		// The default preset without the nemo_steps connector (step metrics
 		// of every rank) against it: what the metrics cost.
 		{
@@ -250,7 +258,7 @@ func TestScenarios(t *testing.T) {
 	components := componentList(t)
 	loadgen := testcollector.BuildTool(t, "bench/loadgen")
 	only := map[string]bool{}
-	known := map[string]bool{}
+	known := map[string]bool{soakName: true}
 	for _, sc := range scenarioList() {
 		known[sc.name] = true
 	}
@@ -263,8 +271,18 @@ func TestScenarios(t *testing.T) {
 		}
 	}
 	length := smokePhase
+	soak := smokeSoak
 	if *fullRun {
 		length = *phaseLen
+		soak = fullSoak
+		soak.load = *soakLen
+	}
+	// The soak runs last; the scenarios leave it its time (its load and
+	// a collector's start and drain).
+	var soakReserve time.Duration
+	wantSoak := len(only) == 0 || only[soakName]
+	if wantSoak {
+		soakReserve = soak.load*11/10 + phaseOverhead
 	}
 
 	started := time.Now()
@@ -280,7 +298,7 @@ func TestScenarios(t *testing.T) {
 			results = append(results, res)
 			continue
 		}
-		if *budget > 0 && time.Since(started)+time.Duration(len(sc.phases))*(length+phaseOverhead) > *budget {
+		if *budget > 0 && time.Since(started)+time.Duration(len(sc.phases))*(length+phaseOverhead)+soakReserve > *budget {
 			res.Status = fmt.Sprintf("skipped: it would not end within the %s budget", *budget)
 			t.Logf("%s: %s", sc.name, res.Status)
 			results = append(results, res)
@@ -297,10 +315,21 @@ func TestScenarios(t *testing.T) {
 	}
 
 	var gens []generatorResult
-	generatorsFit := *budget == 0 || time.Since(started)+2*(length+phaseOverhead) < *budget
+	generatorsFit := *budget == 0 || time.Since(started)+2*(length+phaseOverhead)+soakReserve < *budget
 	if *fullRun && *withTelemetrygen && (len(only) == 0 || only["ceiling"]) && generatorsFit {
 		t.Run("generators", func(t *testing.T) {
 			gens = compareGenerators(t, root, loadgen, *phaseLen)
+		})
+	}
+	var soakRes *soakResult
+	switch {
+	case !wantSoak:
+	case *budget > 0 && time.Since(started)+soakReserve > *budget:
+		t.Logf("soak: skipped: it would not end within the %s budget", *budget)
+	default:
+		t.Run(soakName, func(t *testing.T) {
+			soakRes = runSoak(t, root, soak)
+			t.Logf("soak: %s; %d false stalls (%s)", soakRes.Plan, soakRes.falseStalls(), soakRes.Status)
 		})
 	}
 	for _, r := range results {
@@ -310,14 +339,14 @@ func TestScenarios(t *testing.T) {
 		}
 	}
 	if *jsonPath != "" {
-		if err := writeJSON(*jsonPath, results, gens); err != nil {
+		if err := writeJSON(*jsonPath, results, gens, soakRes); err != nil {
 			t.Error(err)
 		}
 	}
 	if *fullRun && *outPath != "" {
 		rep := reportInput{
 			root: root, results: results, generators: gens, phase: *phaseLen,
-			started: started, elapsed: time.Since(started), microPath: *microPath,
+			started: started, elapsed: time.Since(started), microPath: *microPath, soak: soakRes,
 		}
 		if err := os.WriteFile(*outPath, []byte(renderReport(t, rep)), 0o644); err != nil { //nolint:gosec // G306: BENCHMARKS.md, a document of the repository, readable like its other files
 			t.Errorf("write %s: %v", *outPath, err)

@@ -229,3 +229,42 @@ func TestStallAlertFires(t *testing.T) {
 	}
 	c.Stop()
 }
+
+// TestStallDetectorOff: the default preset with NEMO_STALLS=false finds no
+// stall. The same hang goes at once to the preset as committed, which
+// finds it; by then the preset without the detector has had as long, and
+// after its drain its output holds no stall record and no stall gauge,
+// while the step metrics of the run are there.
+func TestStallDetectorOff(t *testing.T) {
+	on, onDir := stallCollector(t)
+	env := testEnv(t)
+	env["NEMO_STALL_AFTER"] = stallAfter.String()
+	env["NEMO_STALLS"] = "false"
+	off := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env})
+	const run = "run-hang-off"
+	roles := map[int]lensemu.HangRole{2: lensemu.Stopped}
+	runJob(t, append(hungJob(on, run, 4, roles, nil), hungJob(off, run, 4, roles, nil)...))
+	stallRecords(t, onDir, run, "nemo.run.stalled")
+	off.Stop()
+	got := readTelemetry(t, env["NEMO_TELEMETRY_DIR"])
+	if len(got.StallRecords) != 0 {
+		t.Errorf("NEMO_STALLS=false: %d stall records, want none: %v", len(got.StallRecords), got.StallRecords[0])
+	}
+	steps := 0
+	for _, p := range got.StepPoints {
+		name := p.str("name")
+		if strings.HasPrefix(name, "nemo.run.") || strings.HasPrefix(name, "nemo.rank.") {
+			t.Errorf("NEMO_STALLS=false: a stall gauge %s", name)
+		}
+		if strings.HasPrefix(name, "nemo.step.") {
+			steps++
+		}
+	}
+	if steps == 0 {
+		t.Error("NEMO_STALLS=false: no step metrics either; the step metrics must not depend on the detector")
+	}
+	if !strings.Contains(off.Logs(), "stall detection is off") {
+		t.Error("the collector's log does not say that stall detection is off")
+	}
+	on.Stop()
+}

@@ -6,9 +6,12 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -39,10 +42,19 @@ type Config struct {
 	// value of each step metric instead of one point per rank per step.
 	Interval time.Duration `mapstructure:"interval"`
 
-	// Stalls: when a run counts as stalled (no rank completed a step for
-	// longer than max(min_stall, stall_factor x the run's median step
-	// duration over its last 20 steps), and which spans end a rank's run.
-	Stalls StallsConfig `mapstructure:",squash"`
+	// Stalls, on unless enabled: false, finds stalled runs: when a run
+	// counts as stalled (no rank completed a step for longer than
+	// max(min_stall, stall_factor x the run's median step duration over its
+	// last 20 steps), and which spans end a rank's run. Off, the connector
+	// skips the detector's work on every span, not only its output.
+	Stalls configoptional.Optional[StallsConfig] `mapstructure:"stalls"`
+
+	// MovedMinStall, MovedStallFactor and MovedJobSpanNames are where the
+	// stall keys were before they moved into stalls: setting one fails at
+	// start naming its new place.
+	MovedMinStall     *time.Duration `mapstructure:"min_stall"`
+	MovedStallFactor  *float64       `mapstructure:"stall_factor"`
+	MovedJobSpanNames []string       `mapstructure:"job_span_names"`
 
 	// MaxOpenRankSteps bounds the rank steps (one rank's step span, with
 	// its wait intervals) held in steps not decided yet. When it is reached
@@ -74,9 +86,14 @@ var (
 	errStallFactor      = errors.New("stall_factor must be 0 or more (a stall is longer than stall_factor x the median step)")
 	errInterval         = errors.New("interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long)")
 	errMaxOpenRankSteps = errors.New("max_open_rank_steps must be at least 1")
+	errMovedStallKey    = errors.New("moved into the stalls block")
 )
 
-func (s *StallsConfig) check() error {
+var _ component.Config = (*StallsConfig)(nil)
+
+// Validate checks the stalls block; the collector calls it only when the
+// block is enabled.
+func (s *StallsConfig) Validate() error {
 	var errs []error
 	if s.MinStall <= 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errMinStall, s.MinStall))
@@ -92,12 +109,30 @@ var _ component.Config = (*Config)(nil)
 // Validate checks the configuration; every error names the key and says
 // what would be accepted.
 func (cfg *Config) Validate() error {
-	errs := []error{cfg.Settings.Check(), cfg.Waits.Check(), cfg.Keys.Check(steps.Need{Rank: true}), cfg.Stalls.check()}
+	errs := []error{cfg.Settings.Check(), cfg.Waits.Check(), cfg.Keys.Check(steps.Need{Rank: true}), cfg.movedStallKeys()}
 	if cfg.Interval < 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errInterval, cfg.Interval))
 	}
 	if cfg.MaxOpenRankSteps < 1 {
 		errs = append(errs, fmt.Errorf("%w, got %d", errMaxOpenRankSteps, cfg.MaxOpenRankSteps))
+	}
+	return errors.Join(errs...)
+}
+
+// movedStallKeys refuses the stall keys at their old place, naming the new.
+func (cfg *Config) movedStallKeys() error {
+	var errs []error
+	moved := func(key, value string) {
+		errs = append(errs, fmt.Errorf("%s %w: write stalls: {%s: %s} (stalls: {enabled: false} turns stall detection off)", key, errMovedStallKey, key, value))
+	}
+	if cfg.MovedMinStall != nil {
+		moved("min_stall", cfg.MovedMinStall.String())
+	}
+	if cfg.MovedStallFactor != nil {
+		moved("stall_factor", strconv.FormatFloat(*cfg.MovedStallFactor, 'g', -1, 64))
+	}
+	if cfg.MovedJobSpanNames != nil {
+		moved("job_span_names", "["+strings.Join(cfg.MovedJobSpanNames, ", ")+"]")
 	}
 	return errors.Join(errs...)
 }

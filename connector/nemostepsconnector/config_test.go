@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
@@ -22,6 +23,8 @@ func TestLoadConfig(t *testing.T) {
 		name    string
 		want    *Config
 		wantErr []error
+		// wantText is the message of an error with no kind to match.
+		wantText string
 	}{
 		{name: "", want: &Config{
 			Settings: steps.Settings{
@@ -37,7 +40,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 			},
 			Waits:            steps.Waits{DecisionWait: 10 * time.Second},
-			Stalls:           StallsConfig{MinStall: time.Minute, StallFactor: 10, JobSpanNames: []string{"megatron.pretrain", "megatron.train", "workload"}},
+			Stalls:           configoptional.Some(StallsConfig{MinStall: time.Minute, StallFactor: 10, JobSpanNames: []string{"megatron.pretrain", "megatron.train", "workload"}}),
 			MaxOpenRankSteps: 1_000_000,
 			Keys: steps.Keys{
 				RankKeys:      []string{"nv.dl.rank", "dl.rank"},
@@ -60,7 +63,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 			},
 			Waits:            steps.Waits{DecisionWait: 30 * time.Second, SpanWait: 20 * time.Second},
-			Stalls:           StallsConfig{MinStall: 2 * time.Minute, StallFactor: 5, JobSpanNames: []string{"nemo_rl.run"}},
+			Stalls:           configoptional.Some(StallsConfig{MinStall: 2 * time.Minute, StallFactor: 5, JobSpanNames: []string{"nemo_rl.run"}}),
 			Interval:         15 * time.Second,
 			MaxOpenRankSteps: 200_000,
 			Keys: steps.Keys{
@@ -84,12 +87,24 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad_limits", wantErr: []error{steps.ErrHistory, errMaxOpenRankSteps}},
 		{name: "empty_iteration_attribute", wantErr: []error{steps.ErrNoIterationAttribute}},
 		{name: "bad_stall", wantErr: []error{errMinStall, errStallFactor}},
+		{name: "stalls_off", want: func() *Config {
+			cfg := createDefaultConfig().(*Config)
+			cfg.Stalls = configoptional.None[StallsConfig]()
+			return cfg
+		}()},
+		// A decoding error of the collector's, named by the key.
+		{name: "stalls_enabled_not_bool", wantText: "unexpected type string for 'enabled': got 'off' value expected 'true' or 'false'"},
+		{name: "moved_stall_keys", wantErr: []error{errMovedStallKey}},
 	}
 	for _, tt := range tests {
 		id := component.NewIDWithName(metadata.Type, tt.name)
 		t.Run(id.String(), func(t *testing.T) {
 			cfg := createDefaultConfig()
 			err := configtest.Load(t, id, cfg)
+			if tt.wantText != "" {
+				require.ErrorContains(t, err, tt.wantText)
+				return
+			}
 			if tt.wantErr != nil {
 				for _, want := range tt.wantErr {
 					require.ErrorIs(t, err, want)
@@ -98,6 +113,21 @@ func TestLoadConfig(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}
+
+// The stall keys that moved, and the stall checks, say what to write.
+func TestErrorMessagesNameTheKeyAndTheFix(t *testing.T) {
+	for name, want := range map[string]string{
+		"moved_stall_keys": "min_stall moved into the stalls block: write stalls: {min_stall: 30s} (stalls: {enabled: false} turns stall detection off)\n" +
+			"stall_factor moved into the stalls block: write stalls: {stall_factor: 4} (stalls: {enabled: false} turns stall detection off)\n" +
+			"job_span_names moved into the stalls block: write stalls: {job_span_names: [nemo_rl.run]} (stalls: {enabled: false} turns stall detection off)",
+		"bad_stall": "stalls: min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s), got 0s\n" +
+			"stall_factor must be 0 or more (a stall is longer than stall_factor x the median step), got -1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.EqualError(t, configtest.Load(t, component.NewIDWithName(metadata.Type, name), createDefaultConfig()), want)
 		})
 	}
 }

@@ -75,8 +75,8 @@ type stepsConnector struct {
 	out           *pointWriter
 	scores        []stepbusy.Score                  // scratch, used under mu
 	placed        []steps.Placed[stepbusy.Interval] // scratch, used under mu
-	// stalls finds stalled runs (stalls.go); runLabels are each run's
-	// labels, for its records and gauges.
+	// stalls finds stalled runs (stalls.go), nil when stall detection is
+	// off; runLabels are each run's labels, for its records and gauges.
 	stalls    *stall.Detector
 	runLabels *stepbusy.Generations[uint64, *rankLabels]
 	batchTime time.Time // the wall clock of the batch being read, under mu
@@ -90,6 +90,11 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("nemo_steps: %w", err)
 	}
+	if s := cfg.Stalls.Get(); s != nil {
+		if err := s.Validate(); err != nil {
+			return nil, fmt.Errorf("nemo_steps: stalls: %w", err)
+		}
+	}
 	recognizer, err := steps.NewRecognizer(cfg.Spans, cfg.WaitSpans)
 	if err != nil {
 		return nil, fmt.Errorf("nemo_steps: %w", err)
@@ -98,7 +103,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 	if err != nil {
 		return nil, err
 	}
-	return &stepsConnector{
+	c := &stepsConnector{
 		spans:      recognizer,
 		thresholds: cfg.Thresholds(0),
 		wait:       cfg.DecisionWait,
@@ -119,13 +124,16 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		runs:       stepbusy.NewGenerations[uint64, *runCount](maxRememberedRuns),
 		aggs:       make(map[steps.Rank]*rankAgg),
 		out:        newPointWriter(),
-		jobSpans:   cfg.Stalls.JobSpanNames,
-		stalls: stall.New(stall.Config{
-			MinStall: cfg.Stalls.MinStall, Factor: cfg.Stalls.StallFactor,
+		runLabels:  stepbusy.NewGenerations[uint64, *rankLabels](maxRememberedRuns),
+	}
+	if s := cfg.Stalls.Get(); s != nil {
+		c.jobSpans = s.JobSpanNames
+		c.stalls = stall.New(stall.Config{
+			MinStall: s.MinStall, Factor: s.StallFactor,
 			WarmupSteps: stall.DefaultWarmupSteps, History: stall.DefaultHistory,
-		}, 0),
-		runLabels: stepbusy.NewGenerations[uint64, *rankLabels](maxRememberedRuns),
-	}, nil
+		}, 0)
+	}
+	return c, nil
 }
 
 // Capabilities: the connector only reads the traces.
@@ -138,6 +146,9 @@ func (c *stepsConnector) now() time.Duration { return c.clk.Now().Sub(c.epoch) }
 
 // Start starts the decision ticker.
 func (c *stepsConnector) Start(context.Context, component.Host) error {
+	if c.stalls == nil && c.nextLogs != nil {
+		c.logger.Info("stall detection is off (stalls: enabled: false): the logs pipeline nemo_steps feeds gets no stall records")
+	}
 	// A tenth of decision_wait, and of interval when set, so that a
 	// complete step is emitted soon after its last rank reported.
 	every := c.wait

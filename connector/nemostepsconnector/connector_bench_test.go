@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -56,18 +57,24 @@ func nextIteration(td ptrace.Traces, iteration int64) {
 
 // BenchmarkConsumeTraces reports the cost per span of a realistic batch:
 // record only ConsumeTraces (the caller's latency), with_decide adds the
-// tick that decides the step and builds its 5,001 data points.
+// tick that decides the step and builds its 5,001 data points;
+// record_stalls_off is record without the stall detector (stalls:
+// {enabled: false}), what the detector costs on the record path.
 func BenchmarkConsumeTraces(b *testing.B) {
-	for _, withDecide := range []bool{false, true} {
-		name := "record"
-		if withDecide {
-			name = "with_decide"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name                  string
+		withDecide, stallsOff bool
+	}{{name: "record"}, {name: "with_decide", withDecide: true}, {name: "record_stalls_off", stallsOff: true}} {
+		withDecide := bc.withDecide
+		b.Run(bc.name, func(b *testing.B) {
 			tel := componenttest.NewTelemetry()
 			defer func() { _ = tel.Shutdown(b.Context()) }()
 			clk := clocktest.NewFake()
-			c, err := newConnector(metadatatest.NewSettings(tel), createDefaultConfig().(*Config), consumertest.NewNop(), clk)
+			cfg := createDefaultConfig().(*Config)
+			if bc.stallsOff {
+				cfg.Stalls = configoptional.None[StallsConfig]()
+			}
+			c, err := newConnector(metadatatest.NewSettings(tel), cfg, consumertest.NewNop(), clk)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
 
@@ -40,11 +41,12 @@ func createDefaultConfig() component.Config {
 		Settings: steps.DefaultSettings(),
 		Waits:    steps.DefaultWaits(),
 		Keys:     steps.DefaultKeys(),
-		Stalls: StallsConfig{
+		// Some: on when the block is absent; enabled: false turns it off.
+		Stalls: configoptional.Some(StallsConfig{
 			MinStall:     stall.DefaultMinStall,
 			StallFactor:  stall.DefaultFactor,
 			JobSpanNames: defaultJobSpanNames(),
-		},
+		}),
 		MaxOpenRankSteps: defaultMaxOpenRankSteps,
 	}
 }

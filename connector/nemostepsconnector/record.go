@@ -47,6 +47,9 @@ type resourceRank struct {
 // span costs a name check.
 func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Duration, t *tally) {
 	r := resourceRank{attrs: rs.Resource().Attributes()}
+	// The stall detector reads the job spans and every Megatron span's
+	// place in the step; without it, only step and wait spans are read.
+	progress := c.stalls != nil
 	sss := rs.ScopeSpans()
 	for i := 0; i < sss.Len(); i++ {
 		spans := sss.At(i).Spans()
@@ -55,10 +58,8 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 			name := s.Name()
 			isStep := c.spans.IsStep(name)
 			isWait := !isStep && c.spans.IsWait(name)
-			isJob := slices.Contains(c.jobSpans, name)
-			if !isStep && !isWait && !isJob && !strings.HasPrefix(name, "megatron.") {
-				// Nothing the step metrics or the stall detector read (it
-				// reads every Megatron span's place in the step).
+			isJob := progress && slices.Contains(c.jobSpans, name)
+			if !isStep && !isWait && !isJob && (!progress || !strings.HasPrefix(name, "megatron.")) {
 				continue
 			}
 			if !r.identified {
@@ -77,7 +78,9 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 			case isWait:
 				c.recordWait(&r, s, now, t)
 			}
-			c.recordProgress(&r, s, name, isStep, isJob)
+			if progress {
+				c.recordProgress(&r, s, name, isStep, isJob)
+			}
 		}
 	}
 }

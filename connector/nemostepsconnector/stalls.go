@@ -5,6 +5,7 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -35,6 +37,7 @@ const (
 	attrStallHosts     = "nemo.stall.culprit_hosts"
 	attrStallLostHosts = "nemo.stall.lost_hosts"
 	attrStallSeconds   = "nemo.stall.seconds"
+	attrStallStage     = "nemo.stall.first_stage"
 	eventStalled       = "nemo.run.stalled"
 	eventResumed       = "nemo.run.resumed"
 	attrProcessPID     = "process.pid"
@@ -47,7 +50,17 @@ func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name str
 	if !r.tracked {
 		r.tracked = true
 		host, process := processOf(r.attrs)
-		r.tracker = c.stalls.Rank(r.Group, int(r.WorldSize), stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process}, c.batchTime)
+		id := stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process, Stages: pipelineSize(r.attrs)}
+		r.tracker = c.stalls.Rank(r.Group, int(r.WorldSize), id, c.batchTime)
+	}
+	if r.tracker.NeedsStage() {
+		// Once per rank of a pipeline-parallel run: its stage is on its
+		// spans, not its resource.
+		if v, ok := s.Attributes().Get(attrkey.PipelineRank); ok {
+			if stage, ok := rankattr.Parse(v); ok {
+				r.tracker.SetStage(stage)
+			}
+		}
 	}
 	span := stall.Span{Name: name, Start: s.StartTimestamp().AsTime(), End: s.EndTimestamp().AsTime(), Job: isJob}
 	if isStep {
@@ -56,12 +69,31 @@ func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name str
 			return
 		}
 		span.Step, span.Iteration = true, it
+		if r.tracker.Pipelined() {
+			if v, ok := s.Attributes().Get(attrkey.MegatronNumMicrobatches); ok {
+				if m, ok := rankattr.Parse(v); ok {
+					span.MicroBatches = int(m)
+				}
+			}
+		}
 		if st := r.state; st != nil && st.labels != nil {
 			c.runLabels.Put(r.Group, st.labels)
 		}
 	}
 	r.tracker.Span(span)
 }
+
+// pipelineSize is the resource's pipeline-parallel size, 0 when it has none.
+func pipelineSize(attrs pcommon.Map) int {
+	if n, _, status := rankattr.Lookup(attrs, pipelineSizeKeys); status == rankattr.Valid {
+		return int(min(n, math.MaxInt16))
+	}
+	return 0
+}
+
+// pipelineSizeKeys are where NeMo Lens puts the pipeline size: the newer
+// spelling first.
+var pipelineSizeKeys = []string{attrkey.PipelineSize, attrkey.LegacyPipelineSize}
 
 // processOf is the resource's host and the identity of its process, which
 // tells a restarted rank from the one before.
@@ -80,6 +112,9 @@ func processOf(attrs pcommon.Map) (host, process string) {
 // checkStalls judges every run at the tick: it returns the stall records to
 // send, writes the gauges into c.out and logs and counts each change.
 func (c *stepsConnector) checkStalls(t *tally) plog.Logs {
+	if c.stalls == nil {
+		return plog.Logs{}
+	}
 	now := c.clk.Now()
 	events, stalled := c.stalls.Tick(now)
 	ts := now.UnixNano()
@@ -168,6 +203,9 @@ func (*stepsConnector) stallRecord(logs plog.Logs, labels *rankLabels, ev *stall
 				lost.AppendEmpty().SetStr(h)
 			}
 		}
+		if ev.Pipeline.Found {
+			ra.PutInt(attrStallStage, int64(ev.Pipeline.Stage))
+		}
 		rec.Body().SetStr(stallMessage(runName(labels), ev))
 		return
 	}
@@ -191,6 +229,9 @@ func (c *stepsConnector) logStall(labels *rankLabels, ev *stall.Event) {
 	fields = append(fields, zap.Int64s("culprit_ranks", ev.Ranks()), zap.Strings("culprit_hosts", ev.Hosts()))
 	if len(ev.LostHosts) > 0 {
 		fields = append(fields, zap.Strings("lost_hosts", ev.LostHosts))
+	}
+	if ev.Pipeline.Found {
+		fields = append(fields, zap.Int("first_stage", ev.Pipeline.Stage))
 	}
 	c.logger.Warn(stallMessage(runName(labels), ev), fields...)
 }
@@ -224,6 +265,10 @@ func stallMessage(run string, ev *stall.Event) string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "run %s stalled at iteration %d for %s: ", run, ev.Iteration, formatSeconds(ev.For))
+	if p := ev.Pipeline; p.Found {
+		fmt.Fprintf(&b, "pipeline stage %d of %d stopped first (it ended the forward of %d of its %d micro-batches and the backward of %d, and had the input of its next compute): ",
+			p.Stage, p.Stages, p.Forwards, p.MicroBatches, p.Backwards)
+	}
 	const named = 5
 	for i, c := range ev.Culprits {
 		if i == named {
@@ -246,8 +291,13 @@ func stallMessage(run string, ev *stall.Event) string {
 	if len(ev.LostHosts) > 0 {
 		fmt.Fprintf(&b, "; every rank of %s is behind (a lost node?)", strings.Join(ev.LostHosts, ", "))
 	}
-	if ev.OthersCount > 0 {
-		fmt.Fprintf(&b, "; the other %d ranks finished %s and wait", ev.OthersCount, ev.Others)
+	others := ev.OthersCount
+	if p := ev.Pipeline; p.Found && p.Waiting > 0 {
+		fmt.Fprintf(&b, "; the other %d ranks of its pipeline wait for it in their point-to-point transfers (the later stages for its forwards, the earlier ones for its backwards)", p.Waiting)
+		others -= p.Waiting
+	}
+	if others > 0 {
+		fmt.Fprintf(&b, "; the other %d ranks finished %s and wait", others, ev.Others)
 		if p := stall.PhaseOf(ev.Others); p >= stall.PhaseComputeDone && p < stall.PhaseOptimizer {
 			b.WriteString(" in grad sync")
 		}

@@ -4,11 +4,13 @@
 package nemostepsconnector
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -19,7 +21,7 @@ import (
 // stallHarness is the connector with its stall records captured, judging
 // a run stalled after 5 s without a completed step.
 func stallHarness(t *testing.T) (*harness, *consumertest.LogsSink) {
-	h := newHarness(t, func(cfg *Config) { cfg.Stalls.MinStall = 5 * time.Second })
+	h := newHarness(t, func(cfg *Config) { cfg.Stalls.Get().MinStall = 5 * time.Second })
 	logs := new(consumertest.LogsSink)
 	h.c.nextLogs = logs
 	return h, logs
@@ -90,6 +92,7 @@ func TestStallNamesTheStoppedRank(t *testing.T) {
 			assert.Equal(t, int64(5), attrs[attrStallIteration])
 			assert.Equal(t, []any{int64(5)}, attrs[attrStallRanks])
 			assert.Equal(t, []any{job.rank(5).Host()}, attrs[attrStallHosts])
+			assert.NotContains(t, attrs, attrStallStage, "no pipeline: no stage")
 			assert.Contains(t, rec.Body().Str(), "run run-hang stalled at iteration 5 for ")
 			assert.Contains(t, rec.Body().Str(), "rank 5 on "+job.rank(5).Host()+" last finished megatron.microbatch.forward")
 			assert.Contains(t, rec.Body().Str(), "the other 7 ranks finished megatron.grad_sync.start and wait in grad sync")
@@ -166,4 +169,91 @@ func pointsNamed(points []point, name string) []point {
 		}
 	}
 	return out
+}
+
+// With stalls: {enabled: false} a hang is not judged at all: no record, no
+// stall gauge, no state in a detector, and the step metrics are exactly
+// those of the connector with the detector on.
+func TestStallDetectionOff(t *testing.T) {
+	on, _ := stallHarness(t)
+	off := newHarness(t, func(cfg *Config) { cfg.Stalls = configoptional.None[StallsConfig]() })
+	offLogs := new(consumertest.LogsSink)
+	off.c.nextLogs = offLogs
+	require.Nil(t, off.c.stalls)
+
+	job := syncJob{run: "run-hang", world: 8}
+	for _, h := range []*harness{on, off} {
+		for it := int64(1); it <= 4; it++ {
+			h.consume(job.batch(inJob, it, lensfixture.WholeStep, allRanks(8)...))
+		}
+		h.ticks(1)
+		h.consume(job.hungBatch(inJob, 5, map[int64]lensfixture.HangRole{5: lensfixture.Stopped}))
+		h.ticks(10)
+	}
+	assert.Zero(t, offLogs.LogRecordCount(), "no stall record")
+	var stepPoints []point
+	for _, p := range off.points() {
+		assert.NotContains(t, []string{"nemo.run.stalled", "nemo.run.stall_duration", "nemo.rank.behind"}, p.metric)
+		stepPoints = append(stepPoints, p)
+	}
+	var onSteps []point
+	for _, p := range on.points() {
+		if strings.HasPrefix(p.metric, "nemo.step.") {
+			onSteps = append(onSteps, p)
+		}
+	}
+	require.NotEmpty(t, onSteps)
+	assert.Equal(t, onSteps, stepPoints, "the step metrics do not depend on the detector")
+	require.NotEmpty(t, pointsNamed(on.points(), "nemo.run.stalled"), "the same hang with the detector on is found")
+}
+
+// A pipeline-parallel job (4 stages, 2 copies, ranks numbered stage x 2 +
+// copy, the stage on the spans, the size on the resource) hangs because
+// the stage-2 rank of copy 1 (rank 5) stops in the forward of its third
+// micro-batch: the later stage waits for its forwards, the earlier ones for
+// its backwards, the other copy finishes its backward and waits in grad
+// sync. The record names stage 2 and rank 5 alone, in all four shapes.
+func TestStallNamesThePipelineStage(t *testing.T) {
+	p := lensfixture.DefaultPipeline
+	stop := lensfixture.PipelineStop{Stage: 2, Op: p.ForwardOp(2, 2)}
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
+			h, logs := stallHarness(t)
+			job := lensfixture.PipelineJob{
+				Run:      lensfixture.Run{Ranks: lensfixture.PipelineRanks(lensfixture.Rank{Run: "run-pp", GPUsPerNode: 2}, p.Stages, 2), Shape: shape},
+				Pipeline: p, Replicas: 2,
+			}
+			for it := int64(1); it <= 4; it++ {
+				h.consume(job.Iteration(it))
+			}
+			h.ticks(1)
+			h.consume(job.HungIteration(5, 1, stop))
+			h.ticks(8)
+
+			got := records(logs)[eventStalled]
+			require.Len(t, got, 1)
+			attrs := got[0].Attributes().AsRaw()
+			assert.Equal(t, "behind", attrs[attrStallKind])
+			assert.Equal(t, int64(2), attrs[attrStallStage])
+			assert.Equal(t, []any{int64(5)}, attrs[attrStallRanks])
+			assert.Equal(t, []any{job.Run.Ranks[5].Host()}, attrs[attrStallHosts])
+			body := got[0].Body().Str()
+			assert.Contains(t, body, "pipeline stage 2 of 4 stopped first (it ended the forward of 2 of its 8 micro-batches and the backward of 1, and had the input of its next compute): rank 5 on "+job.Run.Ranks[5].Host()+" last finished megatron.")
+			assert.Contains(t, body, "the other 3 ranks of its pipeline wait for it in their point-to-point transfers")
+			assert.Contains(t, body, "the other 4 ranks finished megatron.grad_sync.start and wait in grad sync")
+			for _, pt := range pointsNamed(h.points(), "nemo.rank.behind") {
+				assert.Equal(t, int64(5), pt.attrs[resourceKey(job.Run.Ranks[5], "nv.dl.rank", "dl.rank")], "only rank 5 is behind")
+			}
+		})
+	}
+}
+
+// resourceKey is the first of keys rank sends.
+func resourceKey(rank lensfixture.Rank, keys ...string) string {
+	for _, k := range keys {
+		if resourceValue(rank, k) != nil {
+			return k
+		}
+	}
+	return ""
 }

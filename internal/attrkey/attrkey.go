@@ -62,6 +62,17 @@ const (
 	LegacyDLLocalRank = "dl.local_rank"
 )
 
+// Pipeline parallelism, as NeMo Lens and Megatron-LM send it: the size on
+// the resource (both spellings), a rank's stage on its spans.
+const (
+	// PipelineSize is the number of pipeline stages.
+	PipelineSize = "nv.dl.topology.size.pp"
+	// LegacyPipelineSize is PipelineSize in the older spelling.
+	LegacyPipelineSize = "dl.pipeline_parallel.size"
+	// PipelineRank is a span attribute: the rank's pipeline stage.
+	PipelineRank = "dl.pipeline_parallel.rank"
+)
+
 // Rank identity as nemo_run writes it with canonical_ranks: typed int copies
 // of the attributes above.
 const (
@@ -97,6 +108,9 @@ const (
 const (
 	// MegatronIteration is the step span attribute holding the iteration.
 	MegatronIteration = "megatron.iteration"
+	// MegatronNumMicrobatches is the step span attribute holding the
+	// number of micro-batches of the step.
+	MegatronNumMicrobatches = "megatron.num_microbatches"
 	// MegatronTrainStep is the name of Megatron-LM's step span.
 	MegatronTrainStep = "megatron.train_step"
 	// MegatronTrainIteration is the name of the step span in Megatron-LM's

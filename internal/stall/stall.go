@@ -22,6 +22,11 @@
 // nobody lags (a checkpoint save, an evaluation, a pause between steps) the
 // kind is paused and nobody is named. A step's completion ends the stall.
 //
+// Under pipeline parallelism a stage that stops leaves its whole copy of
+// the model behind the others; the micro-batch spans each stage ended tell
+// which stage stopped first, where they tell it (pipeline.go), and then
+// its ranks are the culprits.
+//
 // The package is pure: its caller (the nemo_steps connector) reads ranks and
 // spans, feeds them here, and calls Tick on its ticker.
 package stall // import "github.com/nemo-lens/otelcol-nemo/internal/stall"
@@ -78,6 +83,9 @@ type Rank struct {
 	// Process tells a restarted rank (a new process with the same rank)
 	// from the one before: service.instance.id or the pid.
 	Process string
+	// Stages is the run's pipeline-parallel size the rank reports (0 or
+	// 1: no pipeline parallelism).
+	Stages int
 }
 
 // Culprit is a rank named by a stall.
@@ -115,6 +123,9 @@ type Event struct {
 	OthersCount int
 	// World is the run's world size.
 	World int
+	// Pipeline is what the spans tell of a pipeline-parallel run
+	// (pipeline.go): the stage that stopped first, when they tell it.
+	Pipeline PipelineStop
 }
 
 // Hosts are the culprits' hosts, sorted, each once.
@@ -180,20 +191,28 @@ type run struct {
 
 type rankState struct {
 	Rank
-	// stepIteration and stepEnd are its last step span's.
+	// stepIteration and stepEnd (unix ns) are its last step span's.
 	stepIteration int64
-	stepEnd       time.Time
-	// phase, name and end of the latest span, in step order, that began
+	stepEnd       int64
+	// name and end of the latest span, in step order (phase), that began
 	// after its last step ended: its progress in the next iteration
 	// (stepIteration+1). The spans of a step other than the step span carry
 	// no iteration; in a hang the step span never arrives, so where they
 	// fall in time is what places them.
-	phase Phase
 	name  string
-	end   time.Time
-	// seen is when the collector last got a span of it; restarted marks a
-	// new process that has reported since.
-	seen      time.Time
+	end   int64
+	phase Phase
+	// Pipeline parallelism (pipeline.go): the rank's stage (-1: not known
+	// yet), the micro-batch forwards and backwards it ended in the next
+	// iteration, the forwards of its last step (0: unknown, or not the
+	// step's micro-batches) and when the last counted one ended (a batch
+	// sent twice is counted once).
+	stage       int16
+	forwards    uint16
+	backwards   uint16
+	microbatch  uint16
+	lastCompute int64
+	// restarted marks a new process that has reported since.
 	restarted bool
 	jobEnded  bool
 }
@@ -209,10 +228,10 @@ func (d *Detector) runOf(id Run, world int, now time.Time) *run {
 	return r
 }
 
-func (r *run) rankOf(id Rank, now time.Time) *rankState {
+func (r *run) rankOf(id Rank) *rankState {
 	st := r.ranks[id.Rank]
 	if st == nil {
-		st = &rankState{Rank: id, stepIteration: -1}
+		st = &rankState{Rank: id, stepIteration: -1, stage: -1}
 		r.ranks[id.Rank] = st
 	}
 	if id.Process != "" && st.Process != "" && id.Process != st.Process {
@@ -224,7 +243,7 @@ func (r *run) rankOf(id Rank, now time.Time) *rankState {
 	if id.Host != "" {
 		st.Host = id.Host
 	}
-	st.seen = now
+	st.Stages = max(st.Stages, id.Stages)
 	return st
 }
 
@@ -242,25 +261,60 @@ type Tracker struct {
 // the collector's clock.
 func (d *Detector) Rank(runID Run, world int, id Rank, now time.Time) Tracker {
 	r := d.runOf(runID, world, now)
-	return Tracker{d: d, r: r, st: r.rankOf(id, now), now: now}
+	return Tracker{d: d, r: r, st: r.rankOf(id), now: now}
 }
 
 // Span feeds one ended span of the tracker's rank.
 func (tr Tracker) Span(span Span) {
 	d, r, st, now := tr.d, tr.r, tr.st, tr.now
+	start, end := span.Start.UnixNano(), span.End.UnixNano()
 	switch {
 	case span.Job:
 		st.jobEnded = true
 	case span.Step:
 		if span.Iteration >= st.stepIteration || st.restarted {
-			st.stepIteration, st.stepEnd = span.Iteration, span.End
-			st.phase, st.name, st.end = PhaseNone, "", time.Time{}
+			st.stepIteration, st.stepEnd = span.Iteration, end
+			// The step's micro-batches, unless the step says otherwise (an
+			// interleaved schedule runs each micro-batch once per model
+			// chunk): a stage's schedule depends on them.
+			st.microbatch = st.forwards
+			if span.MicroBatches > 0 && span.MicroBatches != int(st.forwards) {
+				st.microbatch = 0
+			}
+			st.phase, st.name, st.end = PhaseNone, "", 0
+			st.forwards, st.backwards = 0, 0
 		}
 		r.stepDone(st, span.Iteration, span.End.Sub(span.Start), now, d.cfg.History)
-	case !span.Start.Before(st.stepEnd):
-		if phase := PhaseOf(span.Name); phase > st.phase || phase == st.phase && span.End.After(st.end) {
-			st.phase, st.name, st.end = phase, span.Name, span.End
+	case start >= st.stepEnd:
+		p := placeOf(span.Name)
+		if p.phase > st.phase || p.phase == st.phase && end > st.end {
+			st.phase, st.name, st.end = p.phase, p.name, end
 		}
+		if p.compute != notCompute && end > st.lastCompute {
+			st.lastCompute = end
+			if p.compute == forwardCompute {
+				st.forwards++
+			} else {
+				st.backwards++
+			}
+		}
+	}
+}
+
+// NeedsStage says the rank is in a pipeline-parallel run and its stage is
+// not known yet: the caller reads it from the span's attributes
+// (SetStage).
+func (tr Tracker) NeedsStage() bool { return tr.st.stage < 0 && tr.st.Stages > 1 }
+
+// Pipelined says the rank is in a pipeline-parallel run: the caller reads
+// its step spans' micro-batch count (Span.MicroBatches).
+func (tr Tracker) Pipelined() bool { return tr.st.Stages > 1 }
+
+// SetStage sets the rank's pipeline stage; one outside the run's stages
+// is ignored.
+func (tr Tracker) SetStage(stage int64) {
+	if stage >= 0 && stage < int64(tr.st.Stages) {
+		tr.st.stage = int16(stage)
 	}
 }
 
@@ -268,9 +322,11 @@ func (tr Tracker) Span(span Span) {
 type Span struct {
 	Name       string
 	Start, End time.Time
-	// Step: the step span, numbered Iteration.
-	Step      bool
-	Iteration int64
+	// Step: the step span, numbered Iteration, of MicroBatches
+	// micro-batches when it says so (0: it does not).
+	Step         bool
+	Iteration    int64
+	MicroBatches int
 	// Job: the rank's run-long job span (megatron.pretrain, ...): the run
 	// is over for the rank.
 	Job bool
@@ -358,7 +414,8 @@ func (r *run) ended() bool {
 	return true
 }
 
-// judge finds the wavefront of the iteration after the last completed one.
+// judge finds the wavefront of the iteration after the last completed one
+// and, in a pipeline-parallel run, the stage that stopped first.
 func (*Detector) judge(id Run, r *run, now time.Time) Event {
 	open := r.lastDone + 1
 	world := max(r.world, len(r.ranks))
@@ -376,6 +433,13 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 	for _, st := range r.ranks {
 		front = max(front, progress(st))
 	}
+	behind := func(_ int64, st *rankState) bool { return progress(st) < front }
+	var stopped map[int64]bool
+	if ev.Pipeline, stopped = r.pipelineStop(open, progress); ev.Pipeline.Found {
+		// The stage's ranks, not the whole copy of the model that waits
+		// for them.
+		behind = func(rank int64, _ *rankState) bool { return stopped[rank] }
+	}
 	hostRanks := map[string]int{}
 	for _, st := range r.ranks {
 		hostRanks[st.Host]++
@@ -386,12 +450,12 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 		if st != nil && st.restarted {
 			continue // a new process of the rank that reported: recovering, not stopped
 		}
-		if p := progress(st); p < front {
+		if behind(rank, st) {
 			c := Culprit{Rank: Rank{Rank: rank}}
 			if st != nil {
 				c.Rank = st.Rank
-				if st.stepIteration+1 == open {
-					c.LastSpan, c.LastEnd = st.name, st.end
+				if st.stepIteration+1 == open && st.name != "" {
+					c.LastSpan, c.LastEnd = st.name, time.Unix(0, st.end).UTC()
 				}
 			}
 			ev.Culprits = append(ev.Culprits, c)
@@ -411,7 +475,7 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 	slices.Sort(ev.LostHosts)
 	ev.OthersCount = world - len(ev.Culprits)
 	for rank := range int64(world) {
-		if st := r.ranks[rank]; st != nil && progress(st) == front {
+		if st := r.ranks[rank]; st != nil && progress(st) == front && !behind(rank, st) {
 			ev.Others = st.name // the lowest such rank's: deterministic
 			break
 		}

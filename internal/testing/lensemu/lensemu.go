@@ -118,8 +118,11 @@ type Rank struct {
 	HangRole HangRole
 	// PauseBefore pauses the rank for Pause of real time before iteration
 	// PauseBefore (0: never), after exporting what it ended: an even pause,
-	// as every rank of a run makes while it saves a checkpoint.
+	// as every rank of a run makes while it saves a checkpoint. PauseEvery
+	// (0: once) pauses it again every PauseEvery iterations after that, as
+	// Megatron-LM saves every --save-interval iterations.
 	PauseBefore int
+	PauseEvery  int
 	Pause       time.Duration
 	// Barrier, when set, is the run's gradient all-reduce across
 	// processes, and the rank trains in real time: it sleeps until each
@@ -328,10 +331,14 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	cursor := setup
 	for it := 1; it <= r.Steps; it++ {
 		step := r.stepOf(it)
-		if it == r.PauseBefore {
+		if r.PausesBefore(it) {
 			if err := r.pause(ctx); err != nil {
 				return err
 			}
+		}
+		if r.Barrier != nil {
+			// Real time: the step starts now, after a pause too.
+			cursor = max(cursor, time.Since(t0))
 		}
 		if it == r.HangAt {
 			r.emitStep(trainCtx, tracer, it, t0.Add(cursor), step, step.HangCutoff(r.StepSpanName, r.HangRole))
@@ -372,6 +379,17 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	train.End(end(cursor))
 	pretrain.End(end(cursor + setup))
 	return nil
+}
+
+// PausesBefore says whether the rank pauses before iteration it.
+func (r Rank) PausesBefore(it int) bool {
+	switch {
+	case r.PauseBefore <= 0 || it < r.PauseBefore:
+		return false
+	case it == r.PauseBefore:
+		return true
+	}
+	return r.PauseEvery > 0 && (it-r.PauseBefore)%r.PauseEvery == 0
 }
 
 // pause waits Pause of real time; the batch processors (200ms) export

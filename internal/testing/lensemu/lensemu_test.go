@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -312,31 +311,15 @@ func TestPause(t *testing.T) {
 	}
 }
 
-// memBarrier is an all-reduce of ranks in one process: iteration it
-// completes once world ranks arrived, or fails at failAt.
+// memBarrier is NewBarrier(world) that fails at iteration failAt, as a
+// rank told to stop in the all-reduce.
 func memBarrier(world, failAt int) func(context.Context, int) error {
-	var mu sync.Mutex
-	arrived, done := map[int]int{}, map[int]chan struct{}{}
+	barrier := NewBarrier(world)
 	return func(ctx context.Context, it int) error {
 		if it == failAt {
 			return errors.New("stopped")
 		}
-		mu.Lock()
-		if done[it] == nil {
-			done[it] = make(chan struct{})
-		}
-		ch := done[it]
-		arrived[it]++
-		if arrived[it] == world {
-			close(ch)
-		}
-		mu.Unlock()
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return barrier(ctx, it)
 	}
 }
 
@@ -380,4 +363,32 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Repeated even pauses in real time (a checkpoint every 2 iterations):
+// every rank finishes the iteration, nothing of the next starts for the
+// pause, then the ranks train on together.
+func TestRepeatedPausesInRealTime(t *testing.T) {
+	const pause = 300 * time.Millisecond
+	barrier := NewBarrier(2)
+	ranks := job(2, func(r *Rank) {
+		r.Steps, r.PauseBefore, r.PauseEvery, r.Pause, r.Barrier = 5, 2, 2, pause, barrier
+	})
+	assert.Equal(t, []bool{false, true, false, true, false}, []bool{
+		ranks[0].PausesBefore(1), ranks[0].PausesBefore(2), ranks[0].PausesBefore(3), ranks[0].PausesBefore(4), ranks[0].PausesBefore(5),
+	})
+	steps := sendJob(t, ranks)
+	for rank := range int64(2) {
+		for it := int64(2); it <= 5; it++ {
+			prev, cur := steps[[2]int64{rank, it - 1}][attrkey.MegatronTrainStep], steps[[2]int64{rank, it}][attrkey.MegatronTrainStep]
+			gap := cur.start.Sub(prev.end)
+			if it%2 == 0 {
+				assert.GreaterOrEqual(t, gap, pause, "rank %d pauses before iteration %d", rank, it)
+			} else {
+				assert.Less(t, gap, pause, "rank %d trains on into iteration %d", rank, it)
+			}
+		}
+	}
+	gap := steps[[2]int64{0, 5}][attrkey.MegatronTrainStep].end.Sub(steps[[2]int64{1, 5}][attrkey.MegatronTrainStep].end).Abs()
+	assert.Less(t, gap, DefaultComputeDuration, "the steps end together after the pauses")
 }
