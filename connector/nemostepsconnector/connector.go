@@ -86,15 +86,8 @@ type stepsConnector struct {
 
 var _ connector.Traces = (*stepsConnector)(nil)
 
+// newConnector builds the connector of a config the collector validated.
 func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, clk clock.Clock) (*stepsConnector, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("nemo_steps: %w", err)
-	}
-	if s := cfg.Stalls.Get(); s != nil {
-		if err := s.Validate(); err != nil {
-			return nil, fmt.Errorf("nemo_steps: stalls: %w", err)
-		}
-	}
 	recognizer, err := steps.NewRecognizer(cfg.Spans, cfg.WaitSpans)
 	if err != nil {
 		return nil, fmt.Errorf("nemo_steps: %w", err)
