@@ -172,3 +172,26 @@ func writeZstd(t *testing.T, path string, lines []string) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, enc.EncodeAll([]byte(strings.Join(lines, "\n")+"\n"), nil), 0o600))
 }
+
+// The median round is reported with every round's figures, in run order;
+// the report lists them.
+func TestMedianRound(t *testing.T) {
+	rounds := []phaseResult{
+		{Phase: fixed100k.name, CPUPerMillion: 6.5, PeakRSSMiB: 280, LoadAvg: "first"},
+		{Phase: fixed100k.name, CPUPerMillion: 5.1, PeakRSSMiB: 270, LoadAvg: "second"},
+		{Phase: fixed100k.name, CPUPerMillion: 5.9, PeakRSSMiB: 290, LoadAvg: "third"},
+	}
+	m := medianRound(rounds)
+	assert.Equal(t, "third", m.LoadAvg, "the round of median CPU, whole")
+	assert.InDelta(t, 5.9, m.CPUPerMillion, 1e-9)
+	assert.Equal(t, []float64{6.5, 5.1, 5.9}, m.CPURounds)
+	assert.Equal(t, []float64{280, 270, 290}, m.RSSRounds)
+
+	table := roundsTable([]scenarioResult{
+		{Name: "preset", Phases: []phaseResult{m}},
+		{Name: "ceiling", Phases: []phaseResult{rounds[0]}},
+	})
+	assert.Contains(t, table, "| preset | 6.50, 5.10, 5.90 | 5.90 | 280, 270, 290 |")
+	assert.NotContains(t, table, "ceiling", "a scenario measured once is not listed")
+	assert.Empty(t, roundsTable([]scenarioResult{{Name: "ceiling", Phases: []phaseResult{rounds[0]}}}))
+}

@@ -16,9 +16,15 @@
 #   BENCH_TIME    -benchtime of the micro-benchmarks (default 200ms)
 #   BENCH_ONLY    comma-separated scenarios to run (default all)
 #   BENCH_SOAK    how long the soak's jobs train (default 10m)
-#   BENCH_BUDGET  seconds the whole run may take (default 1740, 29 minutes)
-#   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios and the soak
-#                 (default 1360: 640 for the scenarios, 720 for the soak)
+#   BENCH_E2E_COUNT  -count of e2e's micro-benchmarks (default 1: each
+#                 iteration is a whole two-tier run of its own, 10 s of load
+#                 and a drain; ScaleOut's eight take about 4 minutes)
+#   BENCH_ROUNDS  rounds of the preset comparisons' 100k/s phase, alternating
+#                 between them (default 3; the median round is reported)
+#   BENCH_BUDGET  seconds the whole run may take (default 2160, 36 minutes)
+#   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios, their rounds
+#                 and the soak (default 1560: 640 for the scenarios, 200 for
+#                 the rounds, 720 for the soak)
 #
 # Everything it starts runs under `timeout`, in a process group of its own
 # that is killed when the budget runs out or the script is interrupted.
@@ -41,10 +47,12 @@ benchtime=${BENCH_TIME:-200ms}
 # Seconds kept for the scenarios (about 22 s per phase of 12 s; 28 phases)
 # and the soak (its training, a collector's start and drain); the
 # micro-benchmarks get the rest.
-scenario_reserve=${BENCH_SCENARIO_RESERVE:-1360}
+scenario_reserve=${BENCH_SCENARIO_RESERVE:-1560}
 soak=${BENCH_SOAK:-10m}
 only=${BENCH_ONLY:-}
-budget=${BENCH_BUDGET:-1740}
+budget=${BENCH_BUDGET:-2160}
+e2e_count=${BENCH_E2E_COUNT:-1}
+rounds=${BENCH_ROUNDS:-3}
 benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 go=${GO:-go}
 start=$(date +%s)
@@ -107,7 +115,11 @@ if [[ ${#all_pkgs[@]} -gt 0 ]]; then
       echo "bench: no time left for the micro-benchmarks of ${pkgs[*]}" | tee -a "$micro_raw" >&2
       continue
     fi
-    if ! run_bounded "$left" $go -C "$mod" test -run '^$' -bench . -benchmem "${bench_flags[@]}" -timeout "${left}s" "${pkgs[@]}" > >(tee -a "$micro_raw") 2>&1; then
+    flags=("${bench_flags[@]}")
+    if [[ $mod == e2e && $smoke -eq 0 ]]; then
+      flags=(-count "$e2e_count" -benchtime "$benchtime")
+    fi
+    if ! run_bounded "$left" $go -C "$mod" test -run '^$' -bench . -benchmem "${flags[@]}" -timeout "${left}s" "${pkgs[@]}" > >(tee -a "$micro_raw") 2>&1; then
       echo "bench: micro-benchmarks of ${pkgs[*]} failed or ran out of the ${micro_budget}s" | tee -a "$micro_raw" >&2
     fi
   done
@@ -132,7 +144,7 @@ if [[ $smoke -eq 1 ]]; then
   echo "== scenarios (smoke)"
 else
   echo "== scenarios (${phase} per phase, at most ${scen_budget}s)"
-  args+=(-full -phase "$phase" -soak "$soak" -budget "$(( scen_budget - 30 ))s" -out "$root/BENCHMARKS.md" -micro "$root/$micro_sum")
+  args+=(-full -phase "$phase" -soak "$soak" -rounds "$rounds" -budget "$(( scen_budget - 30 ))s" -out "$root/BENCHMARKS.md" -micro "$root/$micro_sum")
 fi
 status=0
 run_bounded "$scen_budget" $go -C bench test . -run '^TestScenarios$' -count=1 -v -timeout "$(( scen_budget - 10 ))s" -args "${args[@]}" \
