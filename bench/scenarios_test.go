@@ -396,8 +396,9 @@ func TestScenarios(t *testing.T) {
 // is then not one phase's noise.
 func alternateRounds(t *testing.T, root string, results []scenarioResult, loadgen string, length time.Duration, extra int) {
 	byName := map[string]scenario{}
-	for _, sc := range scenarioList() {
-		byName[sc.name] = sc
+	list := scenarioList()
+	for i := range list {
+		byName[list[i].name] = list[i]
 	}
 	var runs []*scenarioResult
 	for i := range results {
@@ -445,9 +446,9 @@ func medianRound(rounds []phaseResult) phaseResult {
 	slices.SortFunc(sorted, func(a, b phaseResult) int { return cmp.Compare(a.CPUPerMillion, b.CPUPerMillion) })
 	m := sorted[len(sorted)/2]
 	m.CPURounds, m.RSSRounds = nil, nil
-	for _, r := range rounds {
-		m.CPURounds = append(m.CPURounds, r.CPUPerMillion)
-		m.RSSRounds = append(m.RSSRounds, r.PeakRSSMiB)
+	for i := range rounds {
+		m.CPURounds = append(m.CPURounds, rounds[i].CPUPerMillion)
+		m.RSSRounds = append(m.RSSRounds, rounds[i].PeakRSSMiB)
 	}
 	return m
 }
