@@ -26,6 +26,13 @@ func StartLoop(clk Clock, every time.Duration, tick func()) *Loop {
 	return l
 }
 
+// handledTicker is a ticker that is told when each tick it delivered has
+// been handled: a fake clock's, so that a test that moves time goes on only
+// once the tick's effects are there, and no tick runs behind its back.
+type handledTicker interface {
+	Handled()
+}
+
 func (l *Loop) run(tick func()) {
 	defer close(l.done)
 	for {
@@ -34,6 +41,9 @@ func (l *Loop) run(tick func()) {
 			return
 		case <-l.ticker.C():
 			tick()
+			if h, ok := l.ticker.(handledTicker); ok {
+				h.Handled()
+			}
 		}
 	}
 }

@@ -40,7 +40,7 @@ func (c *Fake) Now() time.Time {
 func (c *Fake) NewTicker(every time.Duration) clock.Ticker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTicker{c: make(chan time.Time), every: every, next: c.now.Add(every), stopped: make(chan struct{})}
+	t := &fakeTicker{c: make(chan time.Time), every: every, next: c.now.Add(every), handled: make(chan struct{}), stopped: make(chan struct{})}
 	c.tickers = append(c.tickers, t)
 	return t
 }
@@ -70,6 +70,7 @@ type fakeTicker struct {
 	c        chan time.Time
 	every    time.Duration
 	next     time.Time
+	handled  chan struct{}
 	stopOnce sync.Once
 	stopped  chan struct{}
 }
@@ -78,15 +79,25 @@ func (t *fakeTicker) C() <-chan time.Time { return t.c }
 
 func (t *fakeTicker) Stop() { t.stopOnce.Do(func() { close(t.stopped) }) }
 
-// fire delivers now on the unbuffered channel twice: the second send can
-// only be received once the reader has finished handling the first tick and
-// is back at its select. The second tick finds nothing newly due.
+// fire delivers now and returns once the reader (clock.Loop) has handled
+// the tick, so that its effects are there when Advance returns and it does
+// not run concurrently with what the test does next.
 func (t *fakeTicker) fire(now time.Time) {
-	for range 2 {
-		select {
-		case t.c <- now:
-		case <-t.stopped:
-			return
-		}
+	select {
+	case t.c <- now:
+	case <-t.stopped:
+		return
+	}
+	select {
+	case <-t.handled:
+	case <-t.stopped:
+	}
+}
+
+// Handled is called by clock.Loop when it has handled a tick.
+func (t *fakeTicker) Handled() {
+	select {
+	case t.handled <- struct{}{}:
+	case <-t.stopped:
 	}
 }
