@@ -12,12 +12,12 @@ import (
 type stepValues [numGauges]float64
 
 func valuesOf(r *rankStep, s stepbusy.Score) stepValues {
-	duration := seconds(r.end - r.start)
+	duration := seconds(r.End - r.Start)
 	busy := seconds(s.Busy)
 	return stepValues{
 		gDuration:   duration,
 		gBusy:       busy,
-		gWait:       seconds(r.end - r.start - s.Busy),
+		gWait:       seconds(r.End - r.Start - s.Busy),
 		gRelative:   stepbusy.Round3(s.Relative),
 		gIndividual: stepbusy.Round3(s.Individual),
 	}
@@ -54,7 +54,7 @@ func (c *stepsConnector) observe(key steps.Rank, r *rankStep, s stepbusy.Score) 
 	v := valuesOf(r, s)
 	if c.interval <= 0 {
 		for g, x := range v {
-			c.out.gauge(gaugeID(g, vLast), r.labels, r.end, x)
+			c.out.gauge(gaugeID(g, vLast), r.labels, r.End, x)
 		}
 		return
 	}
@@ -65,7 +65,7 @@ func (c *stepsConnector) observe(key steps.Rank, r *rankStep, s stepbusy.Score) 
 		c.aggs[key] = a
 	}
 	a.labels = r.labels
-	a.add(v, r.end, first)
+	a.add(v, r.End, first)
 }
 
 // flush emits every rank's interval, last, min and max of each gauge, and

@@ -121,7 +121,7 @@ func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, now time.Dur
 	state := c.stateOf(r)
 	state.labels = c.id.labelsFor(state.labels, r.attrs, r.Rank.Rank)
 	sr.index[r.Rank.Rank] = int32(len(sr.ranks))
-	sr.ranks = append(sr.ranks, rankStep{rank: r.Rank.Rank, start: start, end: end, labels: state.labels})
+	sr.ranks = append(sr.ranks, rankStep{rank: r.Rank.Rank, StepTime: stepbusy.StepTime{Start: start, End: end}, labels: state.labels})
 	c.openRankSteps++
 	t.openRankSteps++
 	c.open.Report(st, r.WorldSize, sr.reported())
@@ -167,9 +167,5 @@ func (c *stepsConnector) attachWait(key steps.Step, rank int64, iv stepbusy.Inte
 		t.skipped[skipLateWait]++
 		return
 	}
-	r := &st.Value.ranks[i]
-	if r.waits == nil {
-		r.waits = make([]stepbusy.Interval, 0, 4)
-	}
-	r.waits = append(r.waits, iv)
+	st.Value.ranks[i].AddWait(iv)
 }

@@ -27,10 +27,9 @@ type stepRanks struct {
 
 // rankStep is one rank's step span and the wait intervals tied to it.
 type rankStep struct {
-	rank       int64
-	start, end int64
-	waits      []stepbusy.Interval
-	labels     *rankLabels
+	rank int64
+	stepbusy.StepTime
+	labels *rankLabels
 }
 
 // reported counts the ranks that reported the step, its first decision's
@@ -84,7 +83,7 @@ func (c *stepsConnector) decide(st *openStep, cause steps.Cause, t *tally) {
 	for i := range sr.ranks {
 		r := &sr.ranks[i]
 		// Score.Rank holds the entry's index: it is only an identifier here.
-		scores = append(scores, stepbusy.Score{Rank: int64(i), Busy: stepbusy.Busy(r.start, r.end, r.waits)})
+		scores = append(scores, stepbusy.Score{Rank: int64(i), Busy: r.Busy()})
 	}
 	fastest := stepbusy.Fastest(scores)
 	if p := sr.prior; p != nil && p.fastest > 0 && (fastest == 0 || p.fastest < fastest) {
@@ -100,10 +99,10 @@ func (c *stepsConnector) decide(st *openStep, cause steps.Cause, t *tally) {
 			stragglers++
 		}
 		c.observe(steps.Rank{Group: st.Key.Group, Rank: r.rank}, r, s)
-		lastEnd = max(lastEnd, r.end)
+		lastEnd = max(lastEnd, r.End)
 	}
 	c.scores = scores[:0]
-	c.countStragglers(st.Key.Group, sr.ranks[0].labels, stragglers, sr.ranks[0].start, lastEnd)
+	c.countStragglers(st.Key.Group, sr.ranks[0].labels, stragglers, sr.ranks[0].Start, lastEnd)
 
 	reported := sr.reported()
 	if sr.prior == nil {

@@ -28,6 +28,28 @@ type Interval struct {
 	Start, End int64
 }
 
+// StepTime is one rank's part of one step as its busy time sees it: the
+// rank's step span [Start, End) and the wait intervals tied to it. The
+// components that score ranks keep one per rank of an open step.
+type StepTime struct {
+	Start, End int64
+	Waits      []Interval
+}
+
+// AddWait ties a wait interval to the step. A step has a few (the gradient
+// sync, a receive per micro-batch under pipeline parallelism): room for four
+// is made at the first.
+func (st *StepTime) AddWait(iv Interval) {
+	if st.Waits == nil {
+		st.Waits = make([]Interval, 0, 4)
+	}
+	st.Waits = append(st.Waits, iv)
+}
+
+// Busy is the rank's busy time in the step (see the function Busy); it sorts
+// Waits.
+func (st *StepTime) Busy() int64 { return Busy(st.Start, st.End, st.Waits) }
+
 // Busy is the step's duration minus the union of the wait intervals, each
 // clipped to the step, so that nested or overlapping waits count once. It
 // returns -1 when the step has no usable duration (end <= start). waits is

@@ -37,6 +37,18 @@ func TestBusy(t *testing.T) {
 	}
 }
 
+func TestStepTime(t *testing.T) {
+	var st StepTime
+	assert.Equal(t, int64(-1), st.Busy(), "no step span yet")
+	st.AddWait(Interval{Start: 80, End: 90})
+	st.AddWait(Interval{Start: 10, End: 20})
+	st.Start, st.End = 0, 100
+	assert.Equal(t, int64(80), st.Busy(), "waits added before the step span count")
+	st.AddWait(Interval{Start: 85, End: 95})
+	assert.Equal(t, int64(75), st.Busy(), "a wait added after scoring counts once, overlapping")
+	assert.Len(t, st.Waits, 3)
+}
+
 func TestScores(t *testing.T) {
 	assert.Equal(t, 1.0, RelativeScore(100, 100), "the fastest rank")
 	assert.Equal(t, 0.5, RelativeScore(100, 200), "twice as slow")

@@ -51,21 +51,14 @@ type rankState struct {
 // rankStep is one rank's part of an open step.
 type rankStep struct {
 	owner uint64
-	// start and end are the step span's timestamps (ns), once reported.
-	start, end int64
-	reported   bool
+	// StepTime's Start and End are the step span's, once reported; its wait
+	// spans arrive before or after it.
+	stepbusy.StepTime
+	reported bool
 	// dropped marks a rank the strategy drops: only those can be kept as
 	// stragglers.
 	dropped bool
-	waits   []stepbusy.Interval
 	held    []heldSpan
-}
-
-func (rs *rankStep) busy() int64 {
-	if !rs.reported {
-		return -1
-	}
-	return stepbusy.Busy(rs.start, rs.end, rs.waits)
 }
 
 // openStep is a step waiting for its decision, in the table of open steps.

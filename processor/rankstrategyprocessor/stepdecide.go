@@ -67,7 +67,7 @@ func (b *stragglerBuffer) decide(st *openStep, cause steps.Cause, t *tally) {
 	scores := b.scores[:0]
 	for rank, rs := range st.Value.ranks {
 		if rs.reported {
-			scores = append(scores, stepbusy.Score{Rank: rank, Busy: rs.busy()})
+			scores = append(scores, stepbusy.Score{Rank: rank, Busy: rs.Busy()})
 		}
 	}
 	fastest := stepbusy.Fastest(scores)

@@ -69,11 +69,11 @@ func reportedWindow(st *openStep) (from, to int64, ok bool) {
 		if !rs.reported {
 			continue
 		}
-		if !ok || rs.start < from {
-			from = rs.start
+		if !ok || rs.Start < from {
+			from = rs.Start
 		}
-		if !ok || rs.end > to {
-			to = rs.end
+		if !ok || rs.End > to {
+			to = rs.End
 		}
 		ok = true
 	}

@@ -243,7 +243,7 @@ func (b *stragglerBuffer) holdIn(st *openStep, id rankID, it pendingSpan, t *tal
 		rs.dropped = true
 	}
 	if it.wait {
-		rs.waits = append(rs.waits, it.iv)
+		rs.AddWait(it.iv)
 		st.Value.observed++
 		b.observed++
 	}
@@ -267,9 +267,9 @@ func (b *stragglerBuffer) report(st *openStep, id rankID, worldSize int64, iv st
 	if !rs.reported {
 		rs.reported = true
 		st.Value.reported++
-		rs.start, rs.end = iv.Start, iv.End
-	} else if iv.End-iv.Start > rs.end-rs.start {
-		rs.start, rs.end = iv.Start, iv.End
+		rs.Start, rs.End = iv.Start, iv.End
+	} else if iv.End-iv.Start > rs.End-rs.Start {
+		rs.Start, rs.End = iv.Start, iv.End
 	}
 	b.open.Report(st, worldSize, st.Value.reported)
 }

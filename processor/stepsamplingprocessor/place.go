@@ -36,9 +36,9 @@ type rankStepKey struct {
 	iteration int64
 }
 
-// rankStep is one rank's step with spans in the batch (or held spans
-// resolved in it), and its decision.
-type rankStep struct {
+// rankDecision is the decision on one rank's step with spans in the batch
+// (or held spans resolved in it): keep or drop, and why.
+type rankDecision struct {
 	key            rankStepKey
 	runID          string
 	err, straggler bool
@@ -62,7 +62,7 @@ type batch struct {
 	// order.
 	spans    []ptrace.Span
 	places   []spanPlace
-	steps    []rankStep
+	steps    []rankDecision
 	stepIdx  map[rankStepKey]int32
 	lastStep int32
 	// The spans of the batch whose step is not known so far: a list per
@@ -102,7 +102,7 @@ func (b *batch) inStep(id rankIdentity, iteration int64, s ptrace.Span) spanPlac
 		var ok bool
 		if idx, ok = b.stepIdx[key]; !ok {
 			idx = int32(len(b.steps))
-			b.steps = append(b.steps, rankStep{key: key, runID: id.runID})
+			b.steps = append(b.steps, rankDecision{key: key, runID: id.runID})
 			b.stepIdx[key] = idx
 		}
 		b.lastStep = idx
