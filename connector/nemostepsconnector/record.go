@@ -37,6 +37,8 @@ type resourceRank struct {
 	steps.Identity
 	attrs pcommon.Map
 	state *rankState
+	// timeline is the rank's step spans in the placer, looked up once.
+	timeline *stepbusy.RankSteps
 	// tracker is the rank in the stall detector, looked up at its first
 	// span the detector reads.
 	tracked bool
@@ -85,6 +87,14 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 	}
 }
 
+// timelineOf is the resource's rank's timeline in the placer.
+func (c *stepsConnector) timelineOf(r *resourceRank) *stepbusy.RankSteps {
+	if r.timeline == nil {
+		r.timeline = c.placer.Rank(r.Rank)
+	}
+	return r.timeline
+}
+
 // stateOf is the resource's rank state, created when new.
 func (c *stepsConnector) stateOf(r *resourceRank) *rankState {
 	if r.state == nil {
@@ -110,7 +120,8 @@ func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, now time.Dur
 		return
 	}
 	// Seen even if its step was decided since: a batch sent twice.
-	if c.placer.Seen(r.Rank, iteration, start, end) {
+	tl := c.timelineOf(r)
+	if tl.Seen(iteration, start, end) {
 		return
 	}
 	st := c.stepFor(r.StepOf(iteration), now)
@@ -125,9 +136,9 @@ func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, now time.Dur
 	c.openRankSteps++
 	t.openRankSteps++
 	c.open.Report(st, r.WorldSize, sr.reported())
-	c.placer.AddStep(r.Rank, iteration, start, end)
+	tl.Add(iteration, start, end)
 	if state.pending.Len() > 0 {
-		placed, expired := steps.Resolve(c.placer, r.Rank, &state.pending, now-c.spanWait, c.placed[:0])
+		placed, expired := steps.Resolve(tl, &state.pending, now-c.spanWait, c.placed[:0])
 		t.skipped[skipPendingExpired] += int64(expired)
 		for _, p := range placed {
 			if p.Where == stepbusy.InStep {
@@ -144,7 +155,7 @@ func (c *stepsConnector) recordWait(r *resourceRank, s ptrace.Span, now time.Dur
 		t.skipped[skipInvalidDuration]++
 		return
 	}
-	it, place := c.placer.Place(r.Rank, iv.Start)
+	it, place := c.timelineOf(r).Place(iv.Start)
 	switch place {
 	case stepbusy.InStep:
 		c.attachWait(r.StepOf(it), r.Rank.Rank, iv, t)

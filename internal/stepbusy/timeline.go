@@ -55,24 +55,6 @@ func NewTimeline[K comparable](limit int) *Timeline[K] {
 	return &Timeline[K]{ranks: *NewGenerations[K, *RankSteps](limit)}
 }
 
-// Add records a step span [start, end) of rank (ns), as RankSteps.Add.
-func (tl *Timeline[K]) Add(rank K, iteration, start, end int64) {
-	if end < start {
-		return
-	}
-	tl.Rank(rank).Add(iteration, start, end)
-}
-
-// Place ties a span of rank starting at t (ns) to its step, as
-// RankSteps.Place; Unknown for a rank with no step recorded.
-func (tl *Timeline[K]) Place(rank K, t int64) (int64, Place) {
-	r, ok := tl.ranks.Get(rank)
-	if !ok {
-		return 0, Unknown
-	}
-	return r.Place(t)
-}
-
 // Rank is rank's timeline, created when new.
 func (tl *Timeline[K]) Rank(rank K) *RankSteps {
 	if r, ok := tl.ranks.Get(rank); ok {
@@ -99,6 +81,14 @@ func (r *RankSteps) Add(iteration, start, end int64) {
 	if r.n == 1 || start > r.latestStart {
 		r.latestStart = start
 	}
+}
+
+// Seen reports whether the step span of iteration [start, end) was recorded
+// already (a batch sent twice): a rank's steps do not overlap, so only this
+// very step span covers its own middle.
+func (r *RankSteps) Seen(iteration, start, end int64) bool {
+	it, place := r.Place(start + (end-start)/2)
+	return place == InStep && it == iteration
 }
 
 // Place ties a span starting at t (ns) to the step span that covers it:

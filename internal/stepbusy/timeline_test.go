@@ -11,56 +11,56 @@ import (
 
 func TestTimelinePlace(t *testing.T) {
 	tl := NewTimeline[int](8)
-	_, p := tl.Place(1, 50)
+	_, p := tl.Rank(1).Place(50)
 	assert.Equal(t, Unknown, p, "nothing known of the rank")
 
-	tl.Add(1, 7, 100, 200)
-	it, p := tl.Place(1, 100)
+	tl.Rank(1).Add(7, 100, 200)
+	it, p := tl.Rank(1).Place(100)
 	assert.Equal(t, InStep, p)
 	assert.Equal(t, int64(7), it)
-	it, p = tl.Place(1, 199)
+	it, p = tl.Rank(1).Place(199)
 	assert.Equal(t, InStep, p)
 	assert.Equal(t, int64(7), it)
-	_, p = tl.Place(1, 200)
+	_, p = tl.Rank(1).Place(200)
 	assert.Equal(t, Unknown, p, "a span starting at the step's end is in the next step, not seen yet")
-	_, p = tl.Place(1, 250)
+	_, p = tl.Rank(1).Place(250)
 	assert.Equal(t, Unknown, p, "after the last step seen: its step may still come")
-	_, p = tl.Place(1, 50)
+	_, p = tl.Rank(1).Place(50)
 	assert.Equal(t, Outside, p, "before a step, covered by none: a job span")
 
-	tl.Add(1, 8, 300, 400)
-	_, p = tl.Place(1, 250)
+	tl.Rank(1).Add(8, 300, 400)
+	_, p = tl.Rank(1).Place(250)
 	assert.Equal(t, Outside, p, "between two steps: a checkpoint")
-	_, p = tl.Place(2, 350)
+	_, p = tl.Rank(2).Place(350)
 	assert.Equal(t, Unknown, p, "ranks are apart")
 
-	tl.Add(1, 9, 500, 400)
-	_, p = tl.Place(1, 450)
+	tl.Rank(1).Add(9, 500, 400)
+	_, p = tl.Rank(1).Place(450)
 	assert.Equal(t, Unknown, p, "a step span ending before it starts is ignored")
 }
 
 func TestTimelineRemembersRecentSteps(t *testing.T) {
 	tl := NewTimeline[int](8)
 	for it := range int64(10) {
-		tl.Add(1, it, it*100, it*100+90)
+		tl.Rank(1).Add(it, it*100, it*100+90)
 	}
-	it, p := tl.Place(1, 950)
+	it, p := tl.Rank(1).Place(950)
 	assert.Equal(t, InStep, p)
 	assert.Equal(t, int64(9), it)
-	it, p = tl.Place(1, 650)
+	it, p = tl.Rank(1).Place(650)
 	assert.Equal(t, InStep, p, "the last four steps are known")
 	assert.Equal(t, int64(6), it)
-	_, p = tl.Place(1, 550)
+	_, p = tl.Rank(1).Place(550)
 	assert.Equal(t, Outside, p, "older steps are forgotten: Outside, not Unknown, so nothing waits for them")
 }
 
 func TestTimelineBoundsRanks(t *testing.T) {
 	tl := NewTimeline[int](4)
 	for r := range 100 {
-		tl.Add(r, 1, 0, 10)
+		tl.Rank(r).Add(1, 0, 10)
 	}
 	assert.LessOrEqual(t, tl.Len(), 8)
-	_, p := tl.Place(99, 5)
+	_, p := tl.Rank(99).Place(5)
 	assert.Equal(t, InStep, p, "recent ranks are kept")
 }
 
@@ -71,11 +71,11 @@ func TestTimelineRankHandle(t *testing.T) {
 	_, p := r.Place(50)
 	assert.Equal(t, Unknown, p, "a new rank knows no step")
 	r.Add(7, 100, 200)
-	it, p := tl.Place(1, 150)
+	it, p := tl.Rank(1).Place(150)
 	assert.Equal(t, InStep, p, "added through the handle, seen by the timeline")
 	assert.Equal(t, int64(7), it)
 	assert.Same(t, r, tl.Rank(1), "one rank, one timeline")
-	tl.Add(1, 8, 200, 300)
+	tl.Rank(1).Add(8, 200, 300)
 	it, p = r.Place(250)
 	assert.Equal(t, InStep, p)
 	assert.Equal(t, int64(8), it)

@@ -68,27 +68,9 @@ func NewPlacer[K comparable](limit int) *Placer[K] {
 	return &Placer[K]{timeline: stepbusy.NewTimeline[K](limit)}
 }
 
-// AddStep records a step span of rank [start, end) (ns).
-func (p *Placer[K]) AddStep(rank K, iteration, start, end int64) {
-	p.timeline.Add(rank, iteration, start, end)
-}
-
-// Place ties a span of rank starting at start (ns) to its step: InStep and
-// the iteration, Outside every step, or Unknown yet.
-func (p *Placer[K]) Place(rank K, start int64) (int64, stepbusy.Place) {
-	return p.timeline.Place(rank, start)
-}
-
-// Seen reports whether the step span of iteration [start, end) was recorded
-// already (a batch sent twice): a rank's steps do not overlap, so only this
-// very step span covers its own middle.
-func (p *Placer[K]) Seen(rank K, iteration, start, end int64) bool {
-	it, place := p.timeline.Place(rank, start+(end-start)/2)
-	return place == stepbusy.InStep && it == iteration
-}
-
-// Rank is rank's timeline, created when new: a component placing many
-// spans of one resource looks its rank up once.
+// Rank is rank's timeline, created when new: the components look a
+// resource's rank up once and record its step spans (RankSteps.Add) and
+// place its other spans (RankSteps.Place, Where, Resolve) there.
 func (p *Placer[K]) Rank(rank K) *stepbusy.RankSteps { return p.timeline.Rank(rank) }
 
 // Ranks is the number of ranks remembered.
@@ -143,12 +125,13 @@ type Placed[P any] struct {
 	Where stepbusy.Place
 }
 
-// Resolve places the waiting items again, after a new step span of rank:
+// Resolve places the waiting items again, after a new step span of the rank
+// whose timeline is r:
 // those InStep or Outside now stop waiting and are appended to placed; the
 // ones that arrived before expiredBefore are forgotten. It returns placed
 // and how many were forgotten. placed is the caller's scratch space, so that
 // resolving does not allocate.
-func Resolve[K comparable, P any](p *Placer[K], rank K, w *Waiting[P], expiredBefore time.Duration, placed []Placed[P]) ([]Placed[P], int) {
+func Resolve[P any](r *stepbusy.RankSteps, w *Waiting[P], expiredBefore time.Duration, placed []Placed[P]) ([]Placed[P], int) {
 	expired := 0
 	kept := w.items[:0]
 	for _, it := range w.items {
@@ -156,7 +139,7 @@ func Resolve[K comparable, P any](p *Placer[K], rank K, w *Waiting[P], expiredBe
 			expired++
 			continue
 		}
-		iteration, where := p.Place(rank, it.start)
+		iteration, where := r.Place(it.start)
 		if where == stepbusy.Unknown {
 			kept = append(kept, it)
 			continue

@@ -150,7 +150,7 @@ func (r *resourcePlacer) resolvePending(t *tally) {
 	if st.pending.Len() == 0 {
 		return
 	}
-	placed, _ := steps.Resolve(b.placer, r.id.owner, &st.pending, noExpiry, b.placed[:0])
+	placed, _ := steps.Resolve(r.rankTimeline(), &st.pending, noExpiry, b.placed[:0])
 	for _, p := range placed {
 		if p.Where == stepbusy.InStep {
 			b.join(r.id, p.Item, p.Iteration, t)
