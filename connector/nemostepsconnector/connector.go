@@ -64,7 +64,7 @@ type stepsConnector struct {
 	mu            sync.Mutex
 	closed        bool
 	ranks         *stepbusy.Generations[steps.Rank, *rankState]
-	placer        *steps.Placer[steps.Rank]
+	placer        *stepbusy.Timeline[steps.Rank]
 	history       *stepbusy.History[steps.Rank]
 	open          *steps.Table[steps.Step, stepRanks]
 	openRankSteps int
@@ -110,7 +110,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics, cl
 		next:       next,
 		tel:        tel,
 		ranks:      stepbusy.NewGenerations[steps.Rank, *rankState](steps.MaxRememberedRanks),
-		placer:     steps.NewPlacer[steps.Rank](steps.MaxRememberedRanks),
+		placer:     stepbusy.NewTimeline[steps.Rank](steps.MaxRememberedRanks),
 		history:    stepbusy.NewHistory[steps.Rank](cfg.History, steps.MaxRememberedRanks),
 		open:       steps.NewTable[steps.Step, stepRanks](cfg.DecisionWait),
 		decided:    steps.NewDecided[steps.Step, *decidedStep](decidedCacheSize),

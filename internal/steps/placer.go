@@ -56,26 +56,6 @@ func (r *Recognizer) IterationAttribute() string { return r.iterKey }
 // Nanos is a timestamp in ns, clamped to int64.
 func Nanos(ts pcommon.Timestamp) int64 { return int64(min(uint64(ts), math.MaxInt64)) }
 
-// Placer ties spans to their rank's steps across batches, by start time: a
-// span of a step starts within its rank's step span (see
-// stepbusy.Timeline). Not safe for concurrent use.
-type Placer[K comparable] struct {
-	timeline *stepbusy.Timeline[K]
-}
-
-// NewPlacer remembers the recent steps of about 2 x limit ranks.
-func NewPlacer[K comparable](limit int) *Placer[K] {
-	return &Placer[K]{timeline: stepbusy.NewTimeline[K](limit)}
-}
-
-// Rank is rank's timeline, created when new: the components look a
-// resource's rank up once and record its step spans (RankSteps.Add) and
-// place its other spans (RankSteps.Place, Where, Resolve) there.
-func (p *Placer[K]) Rank(rank K) *stepbusy.RankSteps { return p.timeline.Rank(rank) }
-
-// Ranks is the number of ranks remembered.
-func (p *Placer[K]) Ranks() int { return p.timeline.Len() }
-
 // Where ties a span that is not a step span to its rank's step: a trace root
 // (a job span) belongs to no step; any other span to the step span of its
 // rank that covers its start, Outside every step, or Unknown yet.

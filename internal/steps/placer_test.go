@@ -38,9 +38,9 @@ func TestRecognizer(t *testing.T) {
 	require.ErrorIs(t, err, stepbusy.ErrStarNotAtEnd)
 }
 
-func TestPlacerWaitingSpansResolveWithTheirStep(t *testing.T) {
-	p := NewPlacer[int](16)
-	r := p.Rank(1)
+func TestWaitingSpansResolveWithTheirStep(t *testing.T) {
+	tl := stepbusy.NewTimeline[int](16)
+	r := tl.Rank(1)
 	var w Waiting[string]
 	_, where := r.Place(150)
 	require.Equal(t, stepbusy.Unknown, where)
@@ -51,7 +51,7 @@ func TestPlacerWaitingSpansResolveWithTheirStep(t *testing.T) {
 	r.Add(7, 100, 200)
 	assert.True(t, r.Seen(7, 100, 200))
 	assert.False(t, r.Seen(8, 100, 200))
-	assert.Same(t, r, p.Rank(1), "one timeline per rank")
+	assert.Same(t, r, tl.Rank(1), "one timeline per rank")
 	placed, expired := Resolve(r, &w, -time.Hour, nil)
 	assert.Equal(t, 0, expired)
 	assert.Equal(t, []Placed[string]{{"grad_sync", 7, stepbusy.InStep}, {"old", 0, stepbusy.Outside}}, placed)
@@ -75,8 +75,7 @@ func TestWaitingIsBounded(t *testing.T) {
 // Where: a root that is not a step span (a job span) is in no step, any
 // other span in the step span of its rank that covers its start.
 func TestWhere(t *testing.T) {
-	p := NewPlacer[int](16)
-	r := p.Rank(1)
+	r := stepbusy.NewTimeline[int](16).Rank(1)
 	r.Add(7, 100, 200)
 	s := ptrace.NewSpan()
 	s.SetStartTimestamp(150)

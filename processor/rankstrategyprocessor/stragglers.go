@@ -53,7 +53,7 @@ type stragglerBuffer struct {
 	mu      sync.Mutex
 	closed  bool
 	ranks   map[uint64]*rankState
-	placer  *steps.Placer[uint64]
+	placer  *stepbusy.Timeline[uint64]
 	open    steps.Table[steps.Step, stepRanks]
 	decided steps.Decided[steps.Step, *stepDecision]
 	history *stepbusy.History[uint64]
@@ -106,7 +106,7 @@ func newStragglerBuffer(cfg *StragglersConfig, keys *steps.Keys, reader *steps.R
 		next:         next,
 		record:       record,
 		ranks:        make(map[uint64]*rankState),
-		placer:       steps.NewPlacer[uint64](steps.MaxRememberedRanks),
+		placer:       stepbusy.NewTimeline[uint64](steps.MaxRememberedRanks),
 		open:         *steps.NewTable[steps.Step, stepRanks](cfg.DecisionWait),
 		decided:      *steps.NewDecided[steps.Step, *stepDecision](cfg.DecisionCacheSize),
 		history:      stepbusy.NewHistory[uint64](cfg.History, steps.MaxRememberedRanks),

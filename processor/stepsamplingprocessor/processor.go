@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
@@ -43,7 +44,7 @@ type stepSamplingProcessor struct {
 
 	mu           sync.Mutex
 	closed       bool
-	placer       *steps.Placer[steps.Rank]
+	placer       *stepbusy.Timeline[steps.Rank]
 	memory       *exceptionMemory
 	held         heldStore
 	scratch      *batch
@@ -76,7 +77,7 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 		logger:    set.Logger,
 		next:      next,
 		telemetry: tel,
-		placer:    steps.NewPlacer[steps.Rank](steps.MaxRememberedRanks),
+		placer:    stepbusy.NewTimeline[steps.Rank](steps.MaxRememberedRanks),
 		memory:    newExceptionMemory(steps.MaxRememberedRanks),
 		held:      newHeldStore(),
 		scratch:   newBatch(),
