@@ -137,21 +137,9 @@ nemo_telemetry_stop() {
   local pid=${NEMO_COLLECTOR_STEP_PID:-} status=0 waited=0 step
   [ -n "$pid" ] || return 0
   NEMO_COLLECTOR_STEP_PID=
-  # slurmctld may not answer at once (a busy controller, a job ending): try
-  # for a few seconds before the fallback, which kills the step's tasks.
-  local tries=0 signalled=
-  while [ "$tries" -lt 10 ] && kill -0 "$pid" 2>/dev/null; do
-    step=$(squeue --steps --jobs="$SLURM_JOB_ID" --noheader --format='%i %j' 2>/dev/null |
-      awk '$2 == "otelcol-nemo" { print $1; exit }') || true
-    if [ -n "$step" ] && scancel --signal=TERM "$step" 2>/dev/null; then
-      signalled=1
-      break
-    fi
-    tries=$((tries + 1))
-    sleep 0.5
-  done
-  if [ -z "$signalled" ] && kill -0 "$pid" 2>/dev/null; then
-    echo "nemo-telemetry: squeue/scancel did not reach the collector step; stopping its srun, which cancels the step (its collectors may not finish writing)" >&2
+  step=$(squeue --steps --jobs="$SLURM_JOB_ID" --noheader --format='%i %j' 2>/dev/null |
+    awk '$2 == "otelcol-nemo" { print $1; exit }') || true
+  if [ -z "$step" ] || ! scancel --signal=TERM "$step" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true
   fi
   while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((NEMO_COLLECTOR_STOP_TIMEOUT * 10)) ]; do
