@@ -74,14 +74,17 @@ func (c *stepsConnector) recordResource(rs ptrace.ResourceSpans, now time.Durati
 				}
 				continue
 			}
+			var step stepOf
 			switch {
 			case isStep:
-				c.recordStep(&r, s, now, t)
+				step.is = true
+				step.iteration, step.ok = c.spans.Iteration(s)
+				c.recordStep(&r, s, step, now, t)
 			case isWait:
 				c.recordWait(&r, s, now, t)
 			}
 			if progress {
-				c.recordProgress(&r, s, name, isStep, isJob)
+				c.recordProgress(&r, s, name, step, isJob)
 			}
 		}
 	}
@@ -108,12 +111,20 @@ func (c *stepsConnector) stateOf(r *resourceRank) *rankState {
 	return r.state
 }
 
-func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, now time.Duration, t *tally) {
-	iteration, ok := c.spans.Iteration(s)
-	if !ok {
+// stepOf is what a span says of its step: whether it is a step span (is)
+// and, when it is, its iteration (ok: it has a usable one). Read once per
+// step span, for the step metrics and the stall detector.
+type stepOf struct {
+	is, ok    bool
+	iteration int64
+}
+
+func (c *stepsConnector) recordStep(r *resourceRank, s ptrace.Span, step stepOf, now time.Duration, t *tally) {
+	if !step.ok {
 		t.skipped[skipMissingIteration]++
 		return
 	}
+	iteration := step.iteration
 	start, end := int64(s.StartTimestamp()), int64(s.EndTimestamp())
 	if end <= start {
 		t.skipped[skipInvalidDuration]++

@@ -46,7 +46,7 @@ const (
 
 // recordProgress feeds the detector one span of an identified rank; the
 // rank is looked up once per resource, at the batch's time.
-func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name string, isStep, isJob bool) {
+func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name string, step stepOf, isJob bool) {
 	if !r.tracked {
 		r.tracked = true
 		host, process := processOf(r.attrs)
@@ -62,13 +62,12 @@ func (c *stepsConnector) recordProgress(r *resourceRank, s ptrace.Span, name str
 			}
 		}
 	}
-	span := stall.Span{Name: name, Start: s.StartTimestamp().AsTime(), End: s.EndTimestamp().AsTime(), Job: isJob}
-	if isStep {
-		it, ok := c.spans.Iteration(s)
-		if !ok {
+	span := stall.Span{Name: name, Start: steps.Nanos(s.StartTimestamp()), End: steps.Nanos(s.EndTimestamp()), Job: isJob}
+	if step.is {
+		if !step.ok {
 			return
 		}
-		span.Step, span.Iteration = true, it
+		span.Step, span.Iteration = true, step.iteration
 		if r.tracker.Pipelined() {
 			if v, ok := s.Attributes().Get(attrkey.MegatronNumMicrobatches); ok {
 				if m, ok := rankattr.Parse(v); ok {

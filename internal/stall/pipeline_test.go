@@ -83,7 +83,7 @@ func (j *pipelineJob) feed(iteration int64, td ptrace.Traces) {
 						tr.SetStage(v.Int())
 					}
 				}
-				span := Span{Name: s.Name(), Start: s.StartTimestamp().AsTime(), End: s.EndTimestamp().AsTime()}
+				span := Span{Name: s.Name(), Start: int64(s.StartTimestamp()), End: int64(s.EndTimestamp())}
 				if v, ok := s.Attributes().Get(attrkey.MegatronIteration); ok {
 					span.Step, span.Iteration = true, v.Int()
 					if m, ok := s.Attributes().Get(attrkey.MegatronNumMicrobatches); ok {

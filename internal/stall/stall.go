@@ -267,13 +267,12 @@ func (d *Detector) Rank(runID Run, world int, id Rank, now time.Time) Tracker {
 // Span feeds one ended span of the tracker's rank.
 func (tr Tracker) Span(span Span) {
 	d, r, st, now := tr.d, tr.r, tr.st, tr.now
-	start, end := span.Start.UnixNano(), span.End.UnixNano()
 	switch {
 	case span.Job:
 		st.jobEnded = true
 	case span.Step:
 		if span.Iteration >= st.stepIteration || st.restarted {
-			st.stepIteration, st.stepEnd = span.Iteration, end
+			st.stepIteration, st.stepEnd = span.Iteration, span.End
 			// The step's micro-batches, unless the step says otherwise (an
 			// interleaved schedule runs each micro-batch once per model
 			// chunk): a stage's schedule depends on them.
@@ -284,9 +283,9 @@ func (tr Tracker) Span(span Span) {
 			st.phase, st.name, st.end = PhaseNone, "", 0
 			st.forwards, st.backwards = 0, 0
 		}
-		r.stepDone(st, span.Iteration, span.End.Sub(span.Start), now, d.cfg.History)
-	case start >= st.stepEnd:
-		p := placeOf(span.Name)
+		r.stepDone(st, span.Iteration, time.Duration(span.End-span.Start), now, d.cfg.History)
+	case span.Start >= st.stepEnd:
+		p, end := placeOf(span.Name), span.End
 		if p.phase > st.phase || p.phase == st.phase && end > st.end {
 			st.phase, st.name, st.end = p.phase, p.name, end
 		}
@@ -320,8 +319,10 @@ func (tr Tracker) SetStage(stage int64) {
 
 // Span is what the detector reads of an ended span.
 type Span struct {
-	Name       string
-	Start, End time.Time
+	Name string
+	// Start and End are the span's timestamps, Unix nanoseconds (as pdata
+	// has them).
+	Start, End int64
 	// Step: the step span, numbered Iteration, of MicroBatches
 	// micro-batches when it says so (0: it does not).
 	Step         bool

@@ -70,7 +70,7 @@ func (j *job) step(it int64, dur time.Duration, stopAt map[int64]Phase) {
 			if stopped && phase >= stop || len(stopAt) > 0 && phase > PhaseGradSyncStarted {
 				continue
 			}
-			info := Span{Name: s.name, Start: spanStart, End: end}
+			info := Span{Name: s.name, Start: spanStart.UnixNano(), End: end.UnixNano()}
 			if s.name == "megatron.train_step" {
 				info.Step, info.Iteration = true, it
 			}
@@ -185,7 +185,7 @@ func TestNotFooled(t *testing.T) {
 			j.step(it, time.Second, nil)
 		}
 		for r := range int64(4) {
-			j.d.Rank(j.run, 4, j.rank(r), j.now).Span(Span{Name: "megatron.pretrain", Job: true, Start: t0, End: j.now})
+			j.d.Rank(j.run, 4, j.rank(r), j.now).Span(Span{Name: "megatron.pretrain", Job: true, Start: t0.UnixNano(), End: j.now.UnixNano()})
 		}
 		assert.Empty(t, j.tickUntil(j.now.Add(10*time.Minute)))
 	})
@@ -199,7 +199,7 @@ func TestNotFooled(t *testing.T) {
 		j.step(5, time.Second, map[int64]Phase{2: PhaseForward})
 		restarted := j.rank(2)
 		restarted.Process = "pid-2-restarted"
-		j.d.Rank(j.run, 4, restarted, j.now).Span(Span{Name: "megatron.model_init", Start: j.now, End: j.now})
+		j.d.Rank(j.run, 4, restarted, j.now).Span(Span{Name: "megatron.model_init", Start: j.now.UnixNano(), End: j.now.UnixNano()})
 		events := j.tickUntil(j.now.Add(2 * time.Minute))
 		require.Len(t, events, 1)
 		assert.Equal(t, Paused, events[0].Kind, "the restarted rank is not a culprit once it reports")
@@ -237,7 +237,7 @@ func TestPhaseOf(t *testing.T) {
 
 func TestIdleRunsAreForgotten(t *testing.T) {
 	d := New(DefaultConfig(), time.Hour)
-	d.Rank(7, 2, Rank{Rank: 0}, t0).Span(Span{Name: "megatron.model_init", Start: t0, End: t0})
+	d.Rank(7, 2, Rank{Rank: 0}, t0).Span(Span{Name: "megatron.model_init", Start: t0.UnixNano(), End: t0.UnixNano()})
 	require.Equal(t, 1, d.Runs())
 	d.Tick(t0.Add(30 * time.Minute))
 	assert.Equal(t, 1, d.Runs())

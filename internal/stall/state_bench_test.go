@@ -68,10 +68,10 @@ func fillDetector() *Detector {
 				tr := d.Rank(run+1, statePerRankWorld, id, start.Add(step))
 				for i, name := range stateSpans {
 					end := start.Add(time.Duration(i+1) * step / 10)
-					tr.Span(Span{Name: strings.Clone(name), Start: start, End: end})
+					tr.Span(Span{Name: strings.Clone(name), Start: start.UnixNano(), End: end.UnixNano()})
 				}
 				if !last {
-					tr.Span(Span{Name: strings.Clone("megatron.train_step"), Start: start, End: start.Add(step * 9 / 10), Step: true, Iteration: it})
+					tr.Span(Span{Name: strings.Clone("megatron.train_step"), Start: start.UnixNano(), End: start.Add(step * 9 / 10).UnixNano(), Step: true, Iteration: it})
 				}
 			}
 		}
