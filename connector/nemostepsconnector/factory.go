@@ -26,8 +26,12 @@ const defaultMaxOpenRankSteps = 1_000_000
 // metrics (the step metrics and the stall gauges) and traces to logs (the
 // stall records). Both signal pairs of one nemo_steps id share one
 // connector (shared.go).
-func NewFactory() connector.Factory {
-	instances := newSharedConnectors()
+func NewFactory() connector.Factory { return newFactory(clock.Wall()) }
+
+// newFactory is NewFactory on clk, so that tests decide steps and judge
+// stalls without sleeping.
+func newFactory(clk clock.Clock) connector.Factory {
+	instances := newSharedConnectors(clk)
 	return connector.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -63,9 +67,4 @@ func (s *sharedConnectors) createTracesToMetrics(_ context.Context, set connecto
 
 func (s *sharedConnectors) createTracesToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
 	return s.get(set, cfg.(*Config), func(c *stepsConnector) { c.nextLogs = next })
-}
-
-// newConnectorWall is newConnector on the wall clock.
-func newConnectorWall(set connector.Settings, cfg *Config) (*stepsConnector, error) {
-	return newConnector(set, cfg, nil, clock.Wall())
 }

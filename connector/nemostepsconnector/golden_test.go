@@ -11,13 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/goldentest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
-// goldenJob is the input of the golden cases: two ranks of run golden-run,
-// rank 0 sending nv.dl.rank as an int and rank 1 dl.rank as a string,
+// goldenJob is the input of the step-point cases, in each of the four
+// Megatron shapes (steps named megatron.train_step or
+// megatron.train.iteration, each its own trace root or under the rank's
+// run-long job span; the step metrics are the same in all four): two ranks
+// of run golden-run, rank 0 sending nv.dl.rank as an int and rank 1 dl.rank as a string,
 // iterations 1 to 3 of synchronous training with one micro-batch: both
 // compute 100ms, rank 1 200ms on iteration 2, so that rank 0 waits 100ms
 // longer in grad_sync.finish there; the gradient sync takes 20ms and the
@@ -47,21 +49,10 @@ func goldenJob(shape lensfixture.Shape) ptrace.Traces {
 }
 
 func TestGoldenMetrics(t *testing.T) {
-	tests := []struct {
-		name  string
-		shape lensfixture.Shape
-	}{
-		// Steps named megatron.train_step, each its own trace root.
-		{name: "train_step_own_root", shape: lensfixture.Shape{StepName: attrkey.MegatronTrainStep, StepsAreRoots: true}},
-		// The same job in the other Megatron shape: steps named
-		// megatron.train.iteration under the rank's run-long
-		// megatron.train span. The step metrics are the same.
-		{name: "train_iteration_in_job", shape: lensfixture.Shape{StepName: attrkey.MegatronTrainIteration}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join("testdata", tt.name)
-			goldentest.WriteInput(t, dir, func() ptrace.Traces { return goldenJob(tt.shape) })
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
+			dir := filepath.Join("testdata", shapeDir(shape))
+			goldentest.WriteInput(t, dir, func() ptrace.Traces { return goldenJob(shape) })
 			cfg := createDefaultConfig().(*Config)
 			require.NoError(t, cfg.Validate())
 			goldentest.TracesToMetrics(t, NewFactory(), cfg, dir)

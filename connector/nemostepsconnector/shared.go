@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 )
 
 // sharedConnectors gives the traces-to-metrics and traces-to-logs halves of
@@ -19,12 +21,13 @@ import (
 // Written by hand: the collector's own sharedcomponent package is internal
 // to its modules. It is the factory's state (no global), keyed by id.
 type sharedConnectors struct {
+	clk  clock.Clock
 	mu   sync.Mutex
 	byID map[component.ID]*sharedConnector
 }
 
-func newSharedConnectors() *sharedConnectors {
-	return &sharedConnectors{byID: map[component.ID]*sharedConnector{}}
+func newSharedConnectors(clk clock.Clock) *sharedConnectors {
+	return &sharedConnectors{clk: clk, byID: map[component.ID]*sharedConnector{}}
 }
 
 type sharedConnector struct {
@@ -42,7 +45,7 @@ func (s *sharedConnectors) get(set connector.Settings, cfg *Config, attach func(
 	defer s.mu.Unlock()
 	sc := s.byID[set.ID]
 	if sc == nil {
-		c, err := newConnectorWall(set, cfg)
+		c, err := newConnector(set, cfg, nil, s.clk)
 		if err != nil {
 			return nil, err
 		}

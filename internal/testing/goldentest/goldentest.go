@@ -142,6 +142,63 @@ func TracesToMetrics(t *testing.T, factory connector.Factory, cfg component.Conf
 	check(t, dir, mergeMetrics(sink.AllMetrics()), compareMetrics)
 }
 
+// TracesToMetricsAndLogs runs dir's input through a connector that is both
+// traces-to-metrics and traces-to-logs under one id, as the collector
+// builds it when one connector feeds a metrics and a logs pipeline: both
+// are created, started, fed every batch and shut down, in that order. It
+// compares every metric they send with dir/expected.yaml and every log
+// record with dir/expected_logs.yaml, ignoring order.
+func TracesToMetricsAndLogs(t *testing.T, factory connector.Factory, cfg component.Config, dir string, opts ...Option) {
+	t.Helper()
+	metrics, logs := new(consumertest.MetricsSink), new(consumertest.LogsSink)
+	set := connectortest.NewNopSettings(factory.Type())
+	toMetrics, err := factory.CreateTracesToMetrics(t.Context(), set, cfg, metrics)
+	require.NoError(t, err)
+	toLogs, err := factory.CreateTracesToLogs(t.Context(), set, cfg, logs)
+	require.NoError(t, err)
+	both := pair{toMetrics, toLogs}
+	feed(t, both, both.ConsumeTraces, dir, opts)
+	check(t, dir, mergeMetrics(metrics.AllMetrics()), compareMetrics)
+	checkFile(t, filepath.Join(dir, "expected_logs.yaml"), mergeLogs(logs.AllLogs()), func(want, got plog.Logs) error {
+		return plogtest.CompareLogs(want, got,
+			plogtest.IgnoreResourceLogsOrder(),
+			plogtest.IgnoreScopeLogsOrder(),
+			plogtest.IgnoreLogRecordsOrder())
+	})
+}
+
+// pair is the two signal pairs of one connector id, started, fed and shut
+// down as the collector does it: each gets every batch.
+type pair [2]connector.Traces
+
+func (p pair) Start(ctx context.Context, host component.Host) error {
+	for _, c := range p {
+		if err := c.Start(ctx, host); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p pair) Shutdown(ctx context.Context) error {
+	for _, c := range p {
+		if err := c.Shutdown(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p pair) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	td.MarkReadOnly() // two consumers of one batch: neither may change it
+	for _, c := range p {
+		if err := c.ConsumeTraces(ctx, td); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func mergeTraces(batches []ptrace.Traces) ptrace.Traces {
 	got := ptrace.NewTraces()
 	for _, td := range batches {
@@ -178,7 +235,13 @@ func compareMetrics(want, got pmetric.Metrics) error {
 // -update.
 func check[T Signal](t *testing.T, dir string, got T, compare func(want, got T) error) {
 	t.Helper()
-	expectedFile := filepath.Join(dir, "expected.yaml")
+	checkFile(t, filepath.Join(dir, "expected.yaml"), got, compare)
+}
+
+// checkFile compares got with expectedFile, or writes it there under
+// -update.
+func checkFile[T Signal](t *testing.T, expectedFile string, got T, compare func(want, got T) error) {
+	t.Helper()
 	if *Update {
 		require.NoError(t, write(t, expectedFile, got))
 		return
