@@ -239,11 +239,8 @@ func (h *harness) send(t *testing.T, batches ...ptrace.Traces) {
 	}
 }
 
-func (h *harness) heldSpans() int {
-	h.p.mu.Lock()
-	defer h.p.mu.Unlock()
-	return h.p.held.count
-}
+// heldSpans is the spans waiting for their step span.
+func (h *harness) heldSpans() int { return int(h.p.held.Load()) }
 
 func sampledConfig(rate float64) *Config {
 	cfg := createDefaultConfig().(*Config)
