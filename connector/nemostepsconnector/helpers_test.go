@@ -16,10 +16,10 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/spantest"
 )
 
 // harness runs the connector on a fake clock and captures what it sends.
@@ -159,7 +159,7 @@ func waitSpans(t *testing.T, td ptrace.Traces) int {
 	waits, err := steps.ParsePatterns(createDefaultConfig().(*Config).WaitSpans)
 	require.NoError(t, err)
 	n := 0
-	for _, s := range pdatautil.Spans(td) {
+	for _, s := range spantest.All(td) {
 		if waits.Match(s.Name()) {
 			n++
 		}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestBusy(t *testing.T) {
@@ -95,9 +94,10 @@ func TestSelect(t *testing.T) {
 		{Rank: 5, Busy: -1},
 	}
 	best := map[int64]int64{0: 100, 1: 100, 2: 50, 3: 150, 4: 200}
-	fastest := Fastest(scores)
-	require.Equal(t, int64(100), fastest)
-	Rate(scores, fastest, func(s Score) int64 { return best[s.Rank] })
+	for i := range scores {
+		s := &scores[i]
+		s.Relative, s.Individual = RelativeScore(100, s.Busy), IndividualScore(best[s.Rank], s.Busy)
+	}
 	byRank := map[int64]Score{}
 	for _, s := range scores {
 		byRank[s.Rank] = s

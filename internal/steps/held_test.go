@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/spantest"
 )
 
 // heldResource is a resource of two scopes, a and b, with spans a0 a1 and
@@ -34,7 +35,7 @@ func heldResource() ptrace.Traces {
 
 func names(td ptrace.Traces) []string {
 	var out []string
-	for _, s := range pdatautil.Spans(td) {
+	for _, s := range spantest.All(td) {
 		out = append(out, s.Name())
 	}
 	return out
