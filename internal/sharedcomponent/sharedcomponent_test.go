@@ -40,7 +40,7 @@ func TestSharedByTwoUsers(t *testing.T) {
 			require.NoError(t, err)
 			assert.Same(t, a, b)
 			assert.Equal(t, 1, created)
-			ctx, host := context.Background(), componenttest.NewNopHost()
+			ctx, host := t.Context(), componenttest.NewNopHost()
 			require.NoError(t, a.Start(ctx, host))
 			require.NoError(t, b.Start(ctx, host))
 			assert.Equal(t, 1, a.Unwrap().starts, "started once")

@@ -241,9 +241,9 @@ var defaultConfig = Config{MinStall: DefaultMinStall, Factor: DefaultFactor, War
 func TestIdleRunsAreForgotten(t *testing.T) {
 	d := New(defaultConfig, time.Hour)
 	d.Rank(7, 2, Rank{Rank: 0}, t0).Span(Span{Name: "megatron.model_init", Start: t0.UnixNano(), End: t0.UnixNano()})
-	require.Equal(t, 1, len(d.runs))
+	require.Len(t, d.runs, 1)
 	d.Tick(t0.Add(30 * time.Minute))
-	assert.Equal(t, 1, len(d.runs))
+	assert.Len(t, d.runs, 1)
 	d.Tick(t0.Add(61 * time.Minute))
-	assert.Equal(t, 0, len(d.runs))
+	assert.Empty(t, d.runs)
 }

@@ -344,7 +344,7 @@ func TestEngineStepSpanSentTwiceCountsOnce(t *testing.T) {
 // TakeWaiting hands a listener's Decided the spans a rank has waiting.
 func TestEngineTakeWaiting(t *testing.T) {
 	rec := &takeRecorder{}
-	rec.recorder.keep = true
+	rec.keep = true
 	cfg := Config{Spans: DefaultSpans(), WaitSpans: DefaultWaitSpans(), Waits: DefaultWaits(), Scores: true, History: DefaultHistory}
 	e, err := New(cfg, rec, clocktest.NewFake(), zap.NewNop())
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ type refusing struct {
 	down bool
 }
 
-func (r *refusing) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+func (*refusing) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 func (r *refusing) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	if r.down {
@@ -60,20 +60,20 @@ func TestOutputCutsRequestsAndSendsAgain(t *testing.T) {
 		assert.Equal(t, i == len(held)-1, emptied, "the chunk empties with its last span")
 	}
 	assert.Equal(t, MaxRequestSpans+10, o.Ready())
-	refused, err := o.Send(context.Background())
+	refused, err := o.Send(t.Context())
 	require.Error(t, err)
 	assert.Equal(t, MaxRequestSpans, refused, "the first request")
 	assert.Equal(t, MaxRequestSpans+10, o.Unsent())
 
 	next.down = false
-	refused, err = o.Send(context.Background())
+	refused, err = o.Send(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, refused)
 	require.Len(t, next.AllTraces(), 2)
 	assert.Equal(t, MaxRequestSpans, next.AllTraces()[0].SpanCount())
 	assert.Equal(t, 10, next.AllTraces()[1].SpanCount())
 	assert.Zero(t, o.Unsent())
-	_, err = o.Send(context.Background())
+	_, err = o.Send(t.Context())
 	require.NoError(t, err)
 	assert.Len(t, next.AllTraces(), 2, "sent once")
 	assert.Zero(t, o.Ready(), "nothing added since")

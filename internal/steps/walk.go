@@ -29,11 +29,6 @@ type Batch[P, D any] struct {
 // Now is the engine's time of the batch.
 func (b *Batch[P, D]) Now() time.Duration { return b.arrival }
 
-// Read is the rank of a resource, read with the engine's reader.
-func (b *Batch[P, D]) Read(r *Reader, rs ptrace.ResourceSpans) (Identity, rankattr.Status) {
-	return r.Read(rs.Resource().Attributes())
-}
-
 // Skip counts the step and wait spans of a resource without a usable rank
 // (status Missing or Invalid).
 func (b *Batch[P, D]) Skip(rs ptrace.ResourceSpans, status rankattr.Status) {

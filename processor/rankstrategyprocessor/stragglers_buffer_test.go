@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/collector/consumer"
 	"slices"
 	"sort"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -200,7 +200,7 @@ type flakyTraces struct {
 	down atomic.Bool
 }
 
-func (f *flakyTraces) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+func (*flakyTraces) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 func (f *flakyTraces) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	if f.down.Load() {

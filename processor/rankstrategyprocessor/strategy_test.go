@@ -229,10 +229,10 @@ func TestWorldSizeRememberedPerGroup(t *testing.T) {
 	assert.Equal(t, verdict{keep: true, reason: reasonMissingWorldSize}, decision(s.decide(attrsOf("nemo.run.id", "b", "rl.worker_group", "policy", "dl.rank", 7))))
 	assert.Equal(t, verdict{keep: true, reason: reasonMissingWorldSize}, decision(s.decide(attrsOf("nemo.run.id", "a", "dl.rank", 7))))
 	// A group id sent as an int is the same group as its decimal string.
-	decision(s.decide(attrsOf("nemo.run.id", "c", "rl.worker_group", 3, "dl.rank", 3, "dl.world_size", 4)))
+	s.decide(attrsOf("nemo.run.id", "c", "rl.worker_group", 3, "dl.rank", 3, "dl.world_size", 4))
 	assert.Equal(t, verdict{keep: true, reason: reasonSelected}, decision(s.decide(attrsOf("nemo.run.id", "c", "rl.worker_group", "3", "dl.rank", 3))))
 	// A restart with more ranks: the new last rank replaces the world size.
-	decision(s.decide(policy("dl.rank", 15, "dl.world_size", 16)))
+	s.decide(policy("dl.rank", 15, "dl.world_size", 16))
 	assert.Equal(t, verdict{keep: true, reason: reasonSelected}, decision(s.decide(policy("dl.rank", 15))))
 	assert.Equal(t, verdict{keep: false, reason: reasonNotSelected}, decision(s.decide(policy("dl.rank", 7))))
 }
@@ -240,7 +240,7 @@ func TestWorldSizeRememberedPerGroup(t *testing.T) {
 func TestWorldSizeMemoryIsBounded(t *testing.T) {
 	s := selectorFor(t, nil)
 	for i := range maxRememberedGroups + 100 {
-		decision(s.decide(attrsOf("nemo.run.id", "run-"+strconv.Itoa(i), "dl.rank", 3, "dl.world_size", 4)))
+		s.decide(attrsOf("nemo.run.id", "run-"+strconv.Itoa(i), "dl.rank", 3, "dl.world_size", 4))
 	}
 	assert.Len(t, s.worldSizes, maxRememberedGroups)
 }
@@ -256,8 +256,8 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		attrs := attrsOf("nemo.run.id", "a", "rl.worker_group", 2, "dl.rank", "7", "dl.world_size", "8", "dl.local_rank", "7")
 		beyondMemo := attrsOf("nemo.run.id", "a", "dl.rank", 1000000, "dl.world_size", 2000000, "dl.local_rank", 0)
 		assert.Zero(t, testing.AllocsPerRun(100, func() {
-			decision(s.decide(attrs))
-			decision(s.decide(beyondMemo))
+			s.decide(attrs)
+			s.decide(beyondMemo)
 		}), name)
 	}
 }

@@ -113,7 +113,7 @@ func (p *stepSamplingProcessor) processTraces(ctx context.Context, td ptrace.Tra
 		// The spans that waited and whose step span came with this batch,
 		// in a request of their own: if it fails they are sent again at
 		// the next tick, not lost with this batch's own request.
-		p.send(ctx, &t)
+		_ = p.send(ctx, &t) // refused: logged, counted, and sent again at the next tick
 	}
 	p.tel.record(ctx, &t)
 	if td.ResourceSpans().Len() == 0 {

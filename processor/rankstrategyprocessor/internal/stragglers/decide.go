@@ -130,11 +130,11 @@ func (b *Buffer) keepLastToReport(d *steps.Decision[decision], room int) int {
 		}
 		score := stepbusy.Score{Rank: rank, Busy: -1}
 		found := false
-		b.engine.TakeWaiting(steps.Rank{Group: d.Step.Group, Rank: rank}, func(p pending, start int64) bool {
-			if p.held.Chunk == nil || start < from || start > to {
+		b.engine.TakeWaiting(steps.Rank{Group: d.Step.Group, Rank: rank}, func(s steps.Held, start int64) bool {
+			if s.Chunk == nil || start < from || start > to {
 				return false
 			}
-			b.emit(p.held, score)
+			b.emit(s, score)
 			found = true
 			return true
 		})

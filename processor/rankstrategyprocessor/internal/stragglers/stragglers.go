@@ -63,8 +63,8 @@ type Tally struct {
 
 // Buffer is straggler retention. It is safe for concurrent use.
 type Buffer struct {
-	steps.Base[pending, decision]
-	engine      *steps.Engine[pending, decision]
+	steps.Base[steps.Held, decision]
+	engine      *steps.Engine[steps.Held, decision]
 	thresholds  stepbusy.Thresholds
 	maxHeld     int
 	exceptional func(ptrace.Span) bool
@@ -133,7 +133,7 @@ func (b *Buffer) Shutdown() error {
 // Batch is one batch's view of the buffer, inside Consume.
 type Batch struct {
 	b  *Buffer
-	eb *steps.Batch[pending, decision]
+	eb *steps.Batch[steps.Held, decision]
 }
 
 // Consume runs fn, which holds or observes the resources of one batch,
@@ -141,7 +141,7 @@ type Batch struct {
 // buffer is shut down.
 func (b *Buffer) Consume(ctx context.Context, fn func(*Batch)) bool {
 	var t Tally
-	_, ok := b.engine.Consume(func(eb *steps.Batch[pending, decision]) {
+	_, ok := b.engine.Consume(func(eb *steps.Batch[steps.Held, decision]) {
 		fn(&Batch{b: b, eb: eb})
 		t, b.t = b.t, Tally{}
 	})
@@ -183,12 +183,6 @@ func (h *Batch) ObserveKept(rs ptrace.ResourceSpans, id steps.Identity) {
 	h.eb.Walk(rs, id, false)
 }
 
-// pending is what the buffer keeps of a span that waits for its step span:
-// the span, when held.
-type pending struct {
-	held steps.Held
-}
-
 // holdSpan holds span ref of the resource walked, unless keep_errors passed
 // it on.
 func (b *Buffer) holdSpan(ref steps.SpanRef) steps.Held {
@@ -203,14 +197,15 @@ func (b *Buffer) Placed(r *steps.Resource, ref steps.SpanRef, at steps.Placement
 	b.place(r.Rank, b.holdSpan(ref), at)
 }
 
-// Wait holds a span of a dropped rank whose step span has not come.
-func (b *Buffer) Wait(_ *steps.Resource, ref steps.SpanRef) pending {
-	return pending{held: b.holdSpan(ref)}
+// Wait holds a span of a dropped rank whose step span has not come (an
+// empty Held: keep_errors passed it on).
+func (b *Buffer) Wait(_ *steps.Resource, ref steps.SpanRef) steps.Held {
+	return b.holdSpan(ref)
 }
 
 // Resolved: a held span that waited, placed now, or given up.
-func (b *Buffer) Resolved(rank steps.Rank, p pending, at steps.Placement[decision]) {
-	b.place(rank, p.held, at)
+func (b *Buffer) Resolved(rank steps.Rank, s steps.Held, at steps.Placement[decision]) {
+	b.place(rank, s, at)
 }
 
 // Tick takes the kept spans to pass on.
@@ -237,4 +232,4 @@ func (b *Buffer) Send(_ *steps.Stats, final bool) error {
 	return nil
 }
 
-var _ steps.Listener[pending, decision] = (*Buffer)(nil)
+var _ steps.Listener[steps.Held, decision] = (*Buffer)(nil)
