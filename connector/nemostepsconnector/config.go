@@ -6,8 +6,6 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -49,13 +47,6 @@ type Config struct {
 	// skips the detector's work on every span, not only its output.
 	Stalls configoptional.Optional[StallsConfig] `mapstructure:"stalls"`
 
-	// MovedMinStall, MovedStallFactor and MovedJobSpanNames are where the
-	// stall keys were before they moved into stalls: setting one fails at
-	// start naming its new place.
-	MovedMinStall     *time.Duration `mapstructure:"min_stall"`
-	MovedStallFactor  *float64       `mapstructure:"stall_factor"`
-	MovedJobSpanNames []string       `mapstructure:"job_span_names"`
-
 	// MaxOpenRankSteps bounds the rank steps (one rank's step span, with
 	// its wait intervals) held in steps not decided yet. When it is reached
 	// the oldest open step is decided early with the ranks it has.
@@ -86,7 +77,6 @@ var (
 	errStallFactor      = errors.New("stall_factor must be 0 or more (a stall is longer than stall_factor x the median step)")
 	errInterval         = errors.New("interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long)")
 	errMaxOpenRankSteps = errors.New("max_open_rank_steps must be at least 1")
-	errMovedStallKey    = errors.New("moved into the stalls block")
 )
 
 var _ component.Config = (*StallsConfig)(nil)
@@ -109,30 +99,12 @@ var _ component.Config = (*Config)(nil)
 // Validate checks the configuration; every error names the key and says
 // what would be accepted.
 func (cfg *Config) Validate() error {
-	errs := []error{cfg.Settings.Check(), cfg.Waits.Check(), cfg.Keys.Check(steps.Need{Rank: true}), cfg.movedStallKeys()}
+	errs := []error{cfg.Settings.Check(), cfg.Waits.Check(), cfg.Keys.Check(steps.Need{Rank: true})}
 	if cfg.Interval < 0 {
 		errs = append(errs, fmt.Errorf("%w, got %s", errInterval, cfg.Interval))
 	}
 	if cfg.MaxOpenRankSteps < 1 {
 		errs = append(errs, fmt.Errorf("%w, got %d", errMaxOpenRankSteps, cfg.MaxOpenRankSteps))
-	}
-	return errors.Join(errs...)
-}
-
-// movedStallKeys refuses the stall keys at their old place, naming the new.
-func (cfg *Config) movedStallKeys() error {
-	var errs []error
-	moved := func(key, value string) {
-		errs = append(errs, fmt.Errorf("%s %w: write stalls: {%s: %s} (stalls: {enabled: false} turns stall detection off)", key, errMovedStallKey, key, value))
-	}
-	if cfg.MovedMinStall != nil {
-		moved("min_stall", cfg.MovedMinStall.String())
-	}
-	if cfg.MovedStallFactor != nil {
-		moved("stall_factor", strconv.FormatFloat(*cfg.MovedStallFactor, 'g', -1, 64))
-	}
-	if cfg.MovedJobSpanNames != nil {
-		moved("job_span_names", "["+strings.Join(cfg.MovedJobSpanNames, ", ")+"]")
 	}
 	return errors.Join(errs...)
 }

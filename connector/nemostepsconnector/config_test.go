@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/configtest"
 )
@@ -75,8 +74,8 @@ func TestLoadConfig(t *testing.T) {
 		}},
 		{name: "bad_threshold", wantErr: []error{steps.ErrScoreRange}},
 		{name: "bad_individual_threshold", wantErr: []error{steps.ErrScoreRange}},
-		{name: "bad_wait_pattern", wantErr: []error{stepbusy.ErrStarNotAtEnd}},
-		{name: "match_everything", wantErr: []error{stepbusy.ErrMatchesEverySpan}},
+		{name: "bad_wait_pattern", wantErr: []error{steps.ErrStarNotAtEnd}},
+		{name: "match_everything", wantErr: []error{steps.ErrMatchesEverySpan}},
 		{name: "empty_step_names", wantErr: []error{steps.ErrNoStepSpanNames}},
 		{name: "empty_step_name", wantErr: []error{steps.ErrEmptyKey}},
 		{name: "negative_interval", wantErr: []error{errInterval}},
@@ -94,7 +93,9 @@ func TestLoadConfig(t *testing.T) {
 		}()},
 		// A decoding error of the collector's, named by the key.
 		{name: "stalls_enabled_not_bool", wantText: "unexpected type string for 'enabled': got 'off' value expected 'true' or 'false'"},
-		{name: "moved_stall_keys", wantErr: []error{errMovedStallKey}},
+		// The stall keys belong in the stalls block: elsewhere the collector
+		// refuses them by name.
+		{name: "stall_keys_outside_stalls", wantText: "has invalid keys: job_span_names, min_stall, stall_factor"},
 	}
 	for _, tt := range tests {
 		id := component.NewIDWithName(metadata.Type, tt.name)
@@ -117,12 +118,9 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
-// The stall keys that moved, and the stall checks, say what to write.
+// The stall checks say what to write.
 func TestErrorMessagesNameTheKeyAndTheFix(t *testing.T) {
 	for name, want := range map[string]string{
-		"moved_stall_keys": "min_stall moved into the stalls block: write stalls: {min_stall: 30s} (stalls: {enabled: false} turns stall detection off)\n" +
-			"stall_factor moved into the stalls block: write stalls: {stall_factor: 4} (stalls: {enabled: false} turns stall detection off)\n" +
-			"job_span_names moved into the stalls block: write stalls: {job_span_names: [nemo_rl.run]} (stalls: {enabled: false} turns stall detection off)",
 		"bad_stall": "stalls: min_stall must be positive (the shortest silence that counts as a stall, e.g. 60s), got 0s\n" +
 			"stall_factor must be 0 or more (a stall is longer than stall_factor x the median step), got -1",
 	} {

@@ -74,11 +74,15 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			if bc.stallsOff {
 				cfg.Stalls = configoptional.None[StallsConfig]()
 			}
-			c, err := newConnector(metadatatest.NewSettings(tel), cfg, consumertest.NewNop(), clk)
+			c, err := newConnector(metadatatest.NewSettings(tel), cfg, clk)
 			if err != nil {
 				b.Fatal(err)
 			}
+			c.next = consumertest.NewNop()
 			ctx := b.Context()
+			if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
+				b.Fatal(err)
+			}
 			td := benchBatch()
 			spans := td.SpanCount()
 			b.ReportAllocs()
@@ -93,7 +97,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 				if !withDecide {
 					b.StopTimer()
 				}
-				c.tick(ctx) // the connector is not started: tick directly
+				clk.Advance(time.Second) // a tick: the complete step is decided
 				if !withDecide {
 					b.StartTimer()
 				}

@@ -10,9 +10,11 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -25,18 +27,39 @@ const defaultMaxOpenRankSteps = 1_000_000
 // NewFactory returns the factory for the nemo_steps connector: traces to
 // metrics (the step metrics and the stall gauges) and traces to logs (the
 // stall records). Both signal pairs of one nemo_steps id share one
-// connector (shared.go).
+// connector: the stall records and gauges come from the same state as the
+// step metrics, and a job's spans are read once.
 func NewFactory() connector.Factory { return newFactory(clock.Wall()) }
 
 // newFactory is NewFactory on clk, so that tests decide steps and judge
 // stalls without sleeping.
 func newFactory(clk clock.Clock) connector.Factory {
-	instances := newSharedConnectors(clk)
+	// Shut down with its first half: the collector shuts a connector down
+	// before the pipelines it feeds, so when the first half goes both
+	// halves' pipelines still take the last points and records; by the
+	// last half's turn the first one's exporters may be gone.
+	shared := sharedcomponent.NewMap[component.ID, *stepsConnector](sharedcomponent.WithFirst)
+	create := func(set connector.Settings, cfg component.Config, attach func(*stepsConnector)) (connector.Traces, error) {
+		comp, err := shared.Acquire(set.ID, func() (*stepsConnector, error) { return newConnector(set, cfg.(*Config), clk) })
+		if err != nil {
+			return nil, err
+		}
+		c := comp.Unwrap()
+		attach(c)
+		// The collector sends the traces to each half: the first half
+		// created reads them, the other only starts and stops the shared
+		// connector.
+		return &half{Component: comp, reads: c.readers.Add(1) == 1}, nil
+	}
 	return connector.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
-		connector.WithTracesToMetrics(instances.createTracesToMetrics, metadata.TracesToMetricsStability),
-		connector.WithTracesToLogs(instances.createTracesToLogs, metadata.TracesToLogsStability),
+		connector.WithTracesToMetrics(func(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
+			return create(set, cfg, func(c *stepsConnector) { c.next = next })
+		}, metadata.TracesToMetricsStability),
+		connector.WithTracesToLogs(func(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
+			return create(set, cfg, func(c *stepsConnector) { c.nextLogs = next })
+		}, metadata.TracesToLogsStability),
 	)
 }
 
@@ -61,10 +84,19 @@ func defaultJobSpanNames() []string {
 	return []string{"megatron.pretrain", "megatron.train", "workload"}
 }
 
-func (s *sharedConnectors) createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
-	return s.get(set, cfg.(*Config), func(c *stepsConnector) { c.next = next })
+// half is one signal pair's view of the shared connector.
+type half struct {
+	*sharedcomponent.Component[*stepsConnector]
+	reads bool
 }
 
-func (s *sharedConnectors) createTracesToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
-	return s.get(set, cfg.(*Config), func(c *stepsConnector) { c.nextLogs = next })
+var _ connector.Traces = (*half)(nil)
+
+func (*half) Capabilities() consumer.Capabilities { return consumer.Capabilities{MutatesData: false} }
+
+func (h *half) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if !h.reads {
+		return nil
+	}
+	return h.Unwrap().ConsumeTraces(ctx, td)
 }

@@ -40,9 +40,13 @@ func whole(run lensfixture.Run, it int64) func() ptrace.Traces {
 	return func() ptrace.Traces { return run.Iteration(it) }
 }
 
-// hung is iteration it of run hung: the ranks of roles play their role,
-// every other rank blocks in the gradient all-reduce.
-func hung(run lensfixture.Run, it int64, roles map[int64]lensfixture.HangRole) func() ptrace.Traces {
+// stalledIteration is the iteration the stall cases hang at.
+const stalledIteration = 5
+
+// hung is what run sends of stalledIteration when it hangs there: the ranks
+// of roles play their role, every other rank blocks in the gradient
+// all-reduce.
+func hung(run lensfixture.Run, roles map[int64]lensfixture.HangRole) func() ptrace.Traces {
 	return func() ptrace.Traces {
 		td := ptrace.NewTraces()
 		for _, rank := range run.Ranks {
@@ -50,7 +54,7 @@ func hung(run lensfixture.Run, it int64, roles map[int64]lensfixture.HangRole) f
 			if !ok {
 				role = lensfixture.Blocked
 			}
-			run.AppendHungStep(lensfixture.AppendResource(td, rank), rank, it, role)
+			run.AppendHungStep(lensfixture.AppendResource(td, rank), rank, stalledIteration, role)
 		}
 		return td
 	}
@@ -93,14 +97,14 @@ func TestGoldenStalls(t *testing.T) {
 		run := goldenStallJob(shape, 4)
 		cases = append(cases, stallCase{
 			name:     "stall_behind_" + shapeDir(shape),
-			arrivals: trainThenStall(run, hung(run, 5, map[int64]lensfixture.HangRole{2: lensfixture.Stopped})),
+			arrivals: trainThenStall(run, hung(run, map[int64]lensfixture.HangRole{2: lensfixture.Stopped})),
 		})
 	}
 	run := goldenStallJob(ownRoot, 4)
 	cases = append(cases,
 		stallCase{
 			name:     "stall_lost_host",
-			arrivals: trainThenStall(run, hung(run, 5, map[int64]lensfixture.HangRole{0: lensfixture.Dead, 1: lensfixture.Dead})),
+			arrivals: trainThenStall(run, hung(run, map[int64]lensfixture.HangRole{0: lensfixture.Dead, 1: lensfixture.Dead})),
 		},
 		stallCase{
 			name:     "stall_paused",

@@ -16,10 +16,10 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/spantest"
 )
 
 // harness runs the connector on a fake clock and captures what it sends.
@@ -41,8 +41,9 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
 	h := &harness{t: t, clk: clocktest.NewFake(), sink: new(consumertest.MetricsSink), tel: tel}
-	c, err := newConnector(metadatatest.NewSettings(tel), cfg, h.sink, h.clk)
+	c, err := newConnector(metadatatest.NewSettings(tel), cfg, h.clk)
 	require.NoError(t, err)
+	c.next = h.sink
 	require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
 	h.c = c
 	t.Cleanup(func() { require.NoError(t, c.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs; a second Shutdown is harmless
@@ -155,10 +156,10 @@ var (
 // spans a rank's busy time leaves out.
 func waitSpans(t *testing.T, td ptrace.Traces) int {
 	t.Helper()
-	waits, err := stepbusy.ParsePatterns(createDefaultConfig().(*Config).WaitSpans)
+	waits, err := steps.ParsePatterns(createDefaultConfig().(*Config).WaitSpans)
 	require.NoError(t, err)
 	n := 0
-	for _, s := range pdatautil.Spans(td) {
+	for _, s := range spantest.All(td) {
 		if waits.Match(s.Name()) {
 			n++
 		}

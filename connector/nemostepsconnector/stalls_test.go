@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
@@ -25,21 +24,6 @@ func stallHarness(t *testing.T) (*harness, *consumertest.LogsSink) {
 	logs := new(consumertest.LogsSink)
 	h.c.nextLogs = logs
 	return h, logs
-}
-
-// hungBatch is iteration it of the job hung: every rank but stopped
-// blocks in the all-reduce, stopped plays role.
-func (j syncJob) hungBatch(shape lensfixture.Shape, it int64, stopped map[int64]lensfixture.HangRole) ptrace.Traces {
-	run := j.fixture(shape)
-	td := ptrace.NewTraces()
-	for _, rank := range run.Ranks {
-		role, ok := stopped[rank.Rank]
-		if !ok {
-			role = lensfixture.Blocked
-		}
-		run.AppendHungStep(lensfixture.AppendResource(td, rank), rank, it, role)
-	}
-	return td
 }
 
 // records are the stall records sent so far, by event name.
@@ -77,7 +61,7 @@ func TestStallNamesTheStoppedRank(t *testing.T) {
 				h.consume(job.batch(shape, it, lensfixture.WholeStep, allRanks(8)...))
 			}
 			h.ticks(1)
-			h.consume(job.hungBatch(shape, 5, map[int64]lensfixture.HangRole{5: lensfixture.Stopped}))
+			h.consume(hung(job.fixture(shape), map[int64]lensfixture.HangRole{5: lensfixture.Stopped})())
 			h.ticks(4)
 			assert.Empty(t, records(logs), "no stall before min_stall")
 			h.ticks(3)
@@ -133,7 +117,7 @@ func TestStallNamesALostNode(t *testing.T) {
 	for r := range int64(8) {
 		dead[r] = lensfixture.Dead
 	}
-	h.consume(job.hungBatch(ownRoot, 5, dead))
+	h.consume(hung(job.fixture(ownRoot), dead)())
 	h.ticks(8)
 	got := records(logs)[eventStalled]
 	require.Len(t, got, 1)
@@ -187,7 +171,7 @@ func TestStallDetectionOff(t *testing.T) {
 			h.consume(job.batch(inJob, it, lensfixture.WholeStep, allRanks(8)...))
 		}
 		h.ticks(1)
-		h.consume(job.hungBatch(inJob, 5, map[int64]lensfixture.HangRole{5: lensfixture.Stopped}))
+		h.consume(hung(job.fixture(inJob), map[int64]lensfixture.HangRole{5: lensfixture.Stopped})())
 		h.ticks(10)
 	}
 	assert.Zero(t, offLogs.LogRecordCount(), "no stall record")

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
@@ -47,30 +46,6 @@ func TestLabelsFollowTheResource(t *testing.T) {
 	attrs.PutStr("rl.worker_group", "policy")
 	grouped := id.labelsFor(moved, attrs, 9)
 	assert.Len(t, grouped.group, 2)
-}
-
-func TestGroupHashTreatsIntAndStringAlike(t *testing.T) {
-	id := newIdentity(createDefaultConfig().(*Config))
-	a, b := pcommon.NewMap(), pcommon.NewMap()
-	a.PutInt("nemo.run.id", 42)
-	b.PutStr("nemo.run.id", "42")
-	assert.Equal(t, id.groupHash(a), id.groupHash(b))
-	b.PutStr("rl.worker_group", "42")
-	assert.NotEqual(t, id.groupHash(a), id.groupHash(b), "a group key present is not the same as absent")
-}
-
-func TestPendingWaitsAreBounded(t *testing.T) {
-	var st rankState
-	var dropped int
-	for i := range maxPendingPerRank + 10 {
-		dropped += st.pending.Add(stepbusy.Interval{Start: int64(i), End: int64(i + 1)}, int64(i), time.Second, 0, maxPendingPerRank)
-	}
-	assert.Equal(t, maxPendingPerRank, st.pending.Len(), "at most maxPendingPerRank per rank")
-	assert.Equal(t, 10, dropped, "the oldest dropped")
-
-	dropped += st.pending.Add(stepbusy.Interval{}, 0, 5*time.Second, 2*time.Second, maxPendingPerRank)
-	assert.Equal(t, 1, st.pending.Len(), "the ones older than span_wait expire")
-	assert.Equal(t, 10+maxPendingPerRank, dropped)
 }
 
 func TestWaitWhoseStepNeverComesExpires(t *testing.T) {

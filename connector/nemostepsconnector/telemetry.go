@@ -16,30 +16,16 @@ import (
 )
 
 // skipReason says why a step or wait span was not used.
-type skipReason uint8
-
-const (
-	skipNone skipReason = iota
-	skipMissingRank
-	skipInvalidRank
-	skipMissingIteration
-	skipInvalidDuration
-	skipLateWait
-	skipPendingExpired
-	numSkipReasons
-)
-
-// skipReasonNames are the values of the reason attribute (metadata.yaml).
-var skipReasonNames = [numSkipReasons]string{
-	skipMissingRank:      "missing_rank",
-	skipInvalidRank:      "invalid_rank",
-	skipMissingIteration: "missing_iteration",
-	skipInvalidDuration:  "invalid_duration",
-	skipLateWait:         "late_wait",
-	skipPendingExpired:   "pending_expired",
+// skipReasonNames are the reason attribute of spans_skipped.
+var skipReasonNames = [steps.NumSkips]string{
+	steps.SkipMissingRank:      "missing_rank",
+	steps.SkipInvalidRank:      "invalid_rank",
+	steps.SkipMissingIteration: "missing_iteration",
+	steps.SkipInvalidDuration:  "invalid_duration",
+	steps.SkipLateWait:         "late_wait",
+	steps.SkipWaitExpired:      "pending_expired",
 }
 
-// causeNames are the values of the cause attribute (metadata.yaml).
 var causeNames = [steps.NumCauses]string{
 	steps.Complete:   "complete",
 	steps.AtWait:     "decision_wait",
@@ -50,20 +36,19 @@ var causeNames = [steps.NumCauses]string{
 // tally counts what one batch or one tick did, so that the internal
 // metrics are recorded once per batch rather than per span.
 type tally struct {
-	skipped       [numSkipReasons]int64
-	decided       [steps.NumCauses]int64
-	ranksMissing  int64
-	openRankSteps int64 // change
-	dataPoints    int64
-	sendFailed    int64
-	stalls        [2]int64 // by kind: behind, paused
+	// engine is what the step engine did: spans skipped, steps decided,
+	// ranks missing, the change in open rank steps.
+	engine     steps.Stats
+	dataPoints int64
+	sendFailed int64
+	stalls     stallCounts
 }
 
 // telemetry records the connector's own metrics; the attribute options are
 // built once so that recording does not allocate.
 type telemetry struct {
 	tb          *metadata.TelemetryBuilder
-	skipOpts    [numSkipReasons][]metric.AddOption
+	skipOpts    [steps.NumSkips][]metric.AddOption
 	decidedOpts [steps.NumCauses][]metric.AddOption
 	stallOpts   [2][]metric.AddOption
 }
@@ -74,7 +59,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 		return nil, fmt.Errorf("nemo_steps: create internal metrics: %w", err)
 	}
 	t := &telemetry{tb: tb}
-	for r := skipMissingRank; r < numSkipReasons; r++ {
+	for r := range steps.NumSkips {
 		t.skipOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", skipReasonNames[r])))}
 	}
 	for c := range steps.NumCauses {
@@ -87,21 +72,21 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 }
 
 func (t *telemetry) record(ctx context.Context, n *tally) {
-	for r, v := range n.skipped {
+	for r, v := range n.engine.Skipped {
 		if v > 0 {
 			t.tb.ConnectorNemoStepsSpansSkipped.Add(ctx, v, t.skipOpts[r]...)
 		}
 	}
-	for c, v := range n.decided {
+	for c, v := range n.engine.Decided {
 		if v > 0 {
 			t.tb.ConnectorNemoStepsStepsDecided.Add(ctx, v, t.decidedOpts[c]...)
 		}
 	}
-	if n.ranksMissing > 0 {
-		t.tb.ConnectorNemoStepsRanksMissing.Add(ctx, n.ranksMissing)
+	if n.engine.RanksMissing > 0 {
+		t.tb.ConnectorNemoStepsRanksMissing.Add(ctx, n.engine.RanksMissing)
 	}
-	if n.openRankSteps != 0 {
-		t.tb.ConnectorNemoStepsOpenRankSteps.Add(ctx, n.openRankSteps)
+	if n.engine.OpenRankSteps != 0 {
+		t.tb.ConnectorNemoStepsOpenRankSteps.Add(ctx, n.engine.OpenRankSteps)
 	}
 	if n.dataPoints > 0 {
 		t.tb.ConnectorNemoStepsDataPoints.Add(ctx, n.dataPoints)

@@ -104,6 +104,21 @@ const (
 	SpanTruncated = "nemo.span.truncated"
 )
 
+// The values of KeptReason. rank_strategy writes the first four; a span of
+// a step it kept as a straggler tells step_sampling to keep the step too.
+const (
+	// KeptError: the span's status is ERROR.
+	KeptError = "error"
+	// KeptTruncated: the span was force-closed at shutdown (SpanTruncated).
+	KeptTruncated = "truncated"
+	// KeptSeverity: a log record at or above keep_log_severity.
+	KeptSeverity = "severity"
+	// KeptStraggler: the span's step was kept because its rank straggled.
+	KeptStraggler = "straggler"
+	// KeptSampledStep: step_sampling sampled the span's step.
+	KeptSampledStep = "sampled_step"
+)
+
 // Megatron-LM steps.
 const (
 	// MegatronIteration is the step span attribute holding the iteration.

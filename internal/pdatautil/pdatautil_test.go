@@ -4,7 +4,6 @@
 package pdatautil
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,28 +87,6 @@ func TestSpanMoverGroupsBySourceAndScope(t *testing.T) {
 	m.Move(1, src, 0, src.ScopeSpans().At(0).Spans().At(0))
 	assert.Equal(t, 1, next.ResourceSpans().Len(), "after Reset a source gets a new resource in the new batch")
 	assert.Equal(t, 2, td.ResourceSpans().Len())
-}
-
-func TestSpansYieldsEverySpanWithItsResource(t *testing.T) {
-	td := ptrace.NewTraces()
-	for r, names := range [][]string{{"a", "b"}, {}, {"c", "d"}} {
-		rs := td.ResourceSpans().AppendEmpty()
-		rs.Resource().Attributes().PutInt("r", int64(r))
-		rs.ScopeSpans().AppendEmpty() // an empty scope
-		ss := rs.ScopeSpans().AppendEmpty()
-		for _, n := range names {
-			ss.Spans().AppendEmpty().SetName(n)
-		}
-	}
-	var got []string
-	for res, s := range Spans(td) {
-		r, _ := res.Attributes().Get("r")
-		got = append(got, fmt.Sprintf("%d/%s", r.Int(), s.Name()))
-		if s.Name() == "c" {
-			break
-		}
-	}
-	assert.Equal(t, []string{"0/a", "0/b", "2/c"}, got, "in order, stopping when told")
 }
 
 func TestTruncated(t *testing.T) {

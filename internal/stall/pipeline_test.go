@@ -36,7 +36,7 @@ type pipelineJob struct {
 func newPipelineJob(t *testing.T, p lensfixture.Pipeline, replicas int, edit ...func(*pipelineJob)) *pipelineJob {
 	ranks := lensfixture.PipelineRanks(lensfixture.Rank{Run: "run-pp", GPUsPerNode: 2}, p.Stages, replicas)
 	j := &pipelineJob{
-		t: t, d: New(DefaultConfig(), 0), stages: p.Stages,
+		t: t, d: New(defaultConfig, 0), stages: p.Stages,
 		job: lensfixture.PipelineJob{Run: lensfixture.Run{Ranks: ranks}, Pipeline: p, Replicas: replicas},
 	}
 	for _, e := range edit {

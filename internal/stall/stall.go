@@ -58,11 +58,6 @@ type Config struct {
 	History int
 }
 
-// DefaultConfig is the and the presets' defaults.
-func DefaultConfig() Config {
-	return Config{MinStall: DefaultMinStall, Factor: DefaultFactor, WarmupSteps: DefaultWarmupSteps, History: DefaultHistory}
-}
-
 // Kind is what a stall looks like.
 type Kind string
 
@@ -391,9 +386,6 @@ func (d *Detector) Tick(now time.Time) (events []Event, stalled []Status) {
 	slices.SortFunc(stalled, func(a, b Status) int { return cmp.Compare(a.Run, b.Run) })
 	return events, stalled
 }
-
-// Runs is how many runs the detector follows.
-func (d *Detector) Runs() int { return len(d.runs) }
 
 func (d *Detector) stalls(r *run, now time.Time) bool {
 	if r.completed < d.cfg.WarmupSteps || r.ended() {

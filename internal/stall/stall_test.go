@@ -41,7 +41,7 @@ type job struct {
 }
 
 func newJob(world int) *job {
-	return &job{d: New(DefaultConfig(), 0), run: 1, world: world, now: t0}
+	return &job{d: New(defaultConfig, 0), run: 1, world: world, now: t0}
 }
 
 func (*job) rank(r int64) Rank {
@@ -235,12 +235,15 @@ func TestPhaseOf(t *testing.T) {
 	}
 }
 
+// defaultConfig is the presets' defaults.
+var defaultConfig = Config{MinStall: DefaultMinStall, Factor: DefaultFactor, WarmupSteps: DefaultWarmupSteps, History: DefaultHistory}
+
 func TestIdleRunsAreForgotten(t *testing.T) {
-	d := New(DefaultConfig(), time.Hour)
+	d := New(defaultConfig, time.Hour)
 	d.Rank(7, 2, Rank{Rank: 0}, t0).Span(Span{Name: "megatron.model_init", Start: t0.UnixNano(), End: t0.UnixNano()})
-	require.Equal(t, 1, d.Runs())
+	require.Len(t, d.runs, 1)
 	d.Tick(t0.Add(30 * time.Minute))
-	assert.Equal(t, 1, d.Runs())
+	assert.Len(t, d.runs, 1)
 	d.Tick(t0.Add(61 * time.Minute))
-	assert.Equal(t, 0, d.Runs())
+	assert.Empty(t, d.runs)
 }

@@ -57,7 +57,7 @@ func BenchmarkStatePerRank(b *testing.B) {
 // fillDetector is a detector that follows statePerRankRuns runs of
 // statePerRankWorld ranks.
 func fillDetector() *Detector {
-	d := New(DefaultConfig(), 0)
+	d := New(defaultConfig, 0)
 	start := t0
 	const step = time.Second
 	for it := range int64(statePerRankSteps + 1) {

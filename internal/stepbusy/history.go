@@ -3,13 +3,15 @@
 
 package stepbusy // import "github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 
+import "github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
+
 // History remembers every rank's busy times over its last steps, for the
 // individual score. It keeps at most about 2 x limit ranks: when the current
 // generation reaches limit ranks it becomes the previous one, and ranks not
 // seen for a whole generation are forgotten. Not safe for concurrent use.
 type History[K comparable] struct {
 	steps int
-	ranks Generations[K, *recent]
+	ranks *boundedmap.Map[K, *recent]
 }
 
 // recent is a ring of a rank's last busy times.
@@ -21,7 +23,7 @@ type recent struct {
 // NewHistory remembers the last steps busy times of up to about 2 x limit
 // ranks. steps and limit are at least 1.
 func NewHistory[K comparable](steps, limit int) *History[K] {
-	return &History[K]{steps: max(steps, 1), ranks: *NewGenerations[K, *recent](limit)}
+	return &History[K]{steps: max(steps, 1), ranks: boundedmap.New[K, *recent](limit)}
 }
 
 // Add records a step's busy time (ignored when <= 0) and returns the rank's
@@ -56,7 +58,5 @@ func (h *History[K]) get(rank K, create bool) *recent {
 	if r, ok := h.ranks.Get(rank); ok || !create {
 		return r
 	}
-	r := &recent{busy: make([]int64, 0, h.steps)}
-	h.ranks.insert(rank, r)
-	return r
+	return h.ranks.GetOrNew(rank, func() *recent { return &recent{busy: make([]int64, 0, h.steps)} })
 }

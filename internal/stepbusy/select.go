@@ -57,25 +57,3 @@ func (t Thresholds) Select(scores []Score) []Score {
 	})
 	return picked[:min(n, max(t.MaxRanks, 0))]
 }
-
-// Fastest is the smallest known (> 0) busy time among scores, 0 for none.
-func Fastest(scores []Score) int64 {
-	var fastest int64
-	for _, s := range scores {
-		if s.Busy > 0 && (fastest == 0 || s.Busy < fastest) {
-			fastest = s.Busy
-		}
-	}
-	return fastest
-}
-
-// Rate fills in every entry's relative score from the fastest busy time and
-// its individual score from best, which returns the rank's best recent busy
-// time (0 when unknown), e.g. History.Add.
-func Rate(scores []Score, fastest int64, best func(Score) int64) {
-	for i := range scores {
-		s := &scores[i]
-		s.Relative = RelativeScore(fastest, s.Busy)
-		s.Individual = IndividualScore(best(*s), s.Busy)
-	}
-}

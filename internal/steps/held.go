@@ -18,11 +18,11 @@ import (
 // A chunk with nothing held is freed; until then the whole resource is in
 // memory, so a component's budget counts all its spans (Len). A new chunk
 // is pinned until Placed, so that spans released while its batch is placed
-// do not free it early. ID is what the component knows of the resource's
-// rank. Not safe for concurrent use.
-type Chunk[ID any] struct {
+// do not free it early. Rank is the resource's rank. Not safe for
+// concurrent use.
+type Chunk struct {
 	RS      ptrace.ResourceSpans
-	ID      ID
+	Rank    Rank
 	Arrival time.Duration
 	spans   int
 	// held has a bit per span of RS, in order: still held.
@@ -33,8 +33,8 @@ type Chunk[ID any] struct {
 
 // NewChunk moves rs out of its batch into a pinned chunk that arrived at
 // arrival; no span is held yet.
-func NewChunk[ID any](rs ptrace.ResourceSpans, id ID, arrival time.Duration) *Chunk[ID] {
-	c := &Chunk[ID]{RS: ptrace.NewResourceSpans(), ID: id, Arrival: arrival, pinned: true}
+func NewChunk(rs ptrace.ResourceSpans, rank Rank, arrival time.Duration) *Chunk {
+	c := &Chunk{RS: ptrace.NewResourceSpans(), Rank: rank, Arrival: arrival, pinned: true}
 	rs.MoveTo(c.RS)
 	c.spans = pdatautil.CountSpans(c.RS)
 	c.held = make([]uint64, (c.spans+63)/64)
@@ -42,14 +42,14 @@ func NewChunk[ID any](rs ptrace.ResourceSpans, id ID, arrival time.Duration) *Ch
 }
 
 // Len is the number of spans in the chunk, held or not.
-func (c *Chunk[ID]) Len() int { return c.spans }
+func (c *Chunk) Len() int { return c.spans }
 
 // Held is the number of spans still held.
-func (c *Chunk[ID]) Held() int { return c.count }
+func (c *Chunk) Held() int { return c.count }
 
 // Placed unpins the chunk once its batch is placed. It reports whether
 // nothing is held, and then frees the chunk.
-func (c *Chunk[ID]) Placed() (emptied bool) {
+func (c *Chunk) Placed() (emptied bool) {
 	c.pinned = false
 	if c.count == 0 {
 		c.free()
@@ -60,16 +60,16 @@ func (c *Chunk[ID]) Placed() (emptied bool) {
 
 // Hold holds the chunk's span number i (counting scope by scope, in order),
 // found in scope index scope.
-func (c *Chunk[ID]) Hold(i, scope int, span ptrace.Span) Held[ID] {
+func (c *Chunk) Hold(i, scope int, span ptrace.Span) Held {
 	c.held[i/64] |= 1 << (i % 64)
 	c.count++
-	return Held[ID]{Chunk: c, Span: span, scope: int32(scope), i: int32(i)}
+	return Held{Chunk: c, Span: span, scope: int32(scope), i: int32(i)}
 }
 
 // PassOn moves the spans still held into dst, under the chunk's resource
 // and scopes, leaving out the others, and frees the chunk. It returns how
 // many spans it passed on.
-func (c *Chunk[ID]) PassOn(dst ptrace.ResourceSpansSlice) int {
+func (c *Chunk) PassOn(dst ptrace.ResourceSpansSlice) int {
 	n := c.count
 	if n == 0 {
 		c.pinned = false
@@ -94,15 +94,15 @@ func (c *Chunk[ID]) PassOn(dst ptrace.ResourceSpansSlice) int {
 }
 
 // free lets go of the resource once nothing in it is held.
-func (c *Chunk[ID]) free() {
+func (c *Chunk) free() {
 	c.RS = ptrace.ResourceSpans{}
 	c.held = nil
 	c.pinned = false
 }
 
 // Held is one held span of a chunk.
-type Held[ID any] struct {
-	Chunk *Chunk[ID]
+type Held struct {
+	Chunk *Chunk
 	Span  ptrace.Span
 	scope int32
 	i     int32
@@ -110,7 +110,7 @@ type Held[ID any] struct {
 
 // IsHeld reports whether the span is still held: not released, and its
 // chunk not passed on.
-func (h Held[ID]) IsHeld() bool {
+func (h Held) IsHeld() bool {
 	c := h.Chunk
 	return c != nil && c.held != nil && c.held[h.i/64]&(1<<(h.i%64)) != 0
 }
@@ -118,7 +118,7 @@ func (h Held[ID]) IsHeld() bool {
 // Release lets the span go (dropped, or moved on already). It reports
 // whether the chunk, placed, holds nothing more, and then frees it.
 // Releasing a span that is not held does nothing.
-func (h Held[ID]) Release() (emptied bool) {
+func (h Held) Release() (emptied bool) {
 	if !h.IsHeld() {
 		return false
 	}
@@ -135,7 +135,7 @@ func (h Held[ID]) Release() (emptied bool) {
 // Move moves the span with m into its outgoing batch, under a copy of its
 // resource and scope made once per chunk, and releases it. It returns the
 // span in the outgoing batch and whether the chunk holds nothing more.
-func (h Held[ID]) Move(m *pdatautil.SpanMover[*Chunk[ID]]) (ptrace.Span, bool) {
+func (h Held) Move(m *pdatautil.SpanMover[*Chunk]) (ptrace.Span, bool) {
 	dst := m.Move(h.Chunk, h.Chunk.RS, int(h.scope), h.Span)
 	return dst, h.Release()
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/spantest"
 )
 
 // heldResource is a resource of two scopes, a and b, with spans a0 a1 and
@@ -34,7 +35,7 @@ func heldResource() ptrace.Traces {
 
 func names(td ptrace.Traces) []string {
 	var out []string
-	for _, s := range pdatautil.Spans(td) {
+	for _, s := range spantest.All(td) {
 		out = append(out, s.Name())
 	}
 	return out
@@ -44,7 +45,7 @@ func names(td ptrace.Traces) []string {
 // batch is placed do not free it; the last release after Placed does.
 func TestChunkHoldsUntilTheLastSpanIsReleased(t *testing.T) {
 	td := heldResource()
-	c := NewChunk(td.ResourceSpans().At(0), "rank 3", 0)
+	c := NewChunk(td.ResourceSpans().At(0), Rank{}, 0)
 	assert.Equal(t, 5, c.Len())
 	assert.Equal(t, 0, td.ResourceSpans().At(0).ScopeSpans().Len(), "moved out, not copied")
 
@@ -66,15 +67,15 @@ func TestChunkHoldsUntilTheLastSpanIsReleased(t *testing.T) {
 
 // Placed frees a chunk that holds nothing.
 func TestChunkPlacedWithNothingHeld(t *testing.T) {
-	c := NewChunk(heldResource().ResourceSpans().At(0), 0, 0)
+	c := NewChunk(heldResource().ResourceSpans().At(0), Rank{}, 0)
 	assert.True(t, c.Placed())
-	assert.False(t, Held[int]{}.IsHeld(), "the zero Held holds nothing")
+	assert.False(t, Held{}.IsHeld(), "the zero Held holds nothing")
 }
 
 // Kept spans move out under a copy of their resource and scope; PassOn
 // passes the rest of the held spans on whole, without the ones let go.
 func TestChunkMoveAndPassOn(t *testing.T) {
-	c := NewChunk(heldResource().ResourceSpans().At(0), 0, 0)
+	c := NewChunk(heldResource().ResourceSpans().At(0), Rank{}, 0)
 	scopes := c.RS.ScopeSpans()
 	a1 := c.Hold(1, 0, scopes.At(0).Spans().At(1))
 	b0 := c.Hold(2, 1, scopes.At(1).Spans().At(0))
@@ -83,7 +84,7 @@ func TestChunkMoveAndPassOn(t *testing.T) {
 	c.Placed()
 
 	out := ptrace.NewTraces()
-	m := pdatautil.NewSpanMover[*Chunk[int]]()
+	m := pdatautil.NewSpanMover[*Chunk]()
 	m.Reset(out.ResourceSpans())
 	moved, emptied := b1.Move(&m)
 	assert.False(t, emptied)

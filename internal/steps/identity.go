@@ -12,12 +12,6 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 )
 
-// MaxRememberedRanks bounds, in every component, the ranks whose state
-// between batches (recent steps, busy times, identity, waiting spans) is
-// remembered: about twice this many, in two generations (a rank's recent
-// busy times cost about 200 bytes).
-const MaxRememberedRanks = 65536
-
 // Rank names one rank of one run and worker group: Group hashes the group
 // attributes. It lives in memory only, so a seeded hash is fine.
 type Rank struct {
@@ -37,8 +31,6 @@ func (r Rank) StepOf(iteration int64) Step { return Step{Group: r.Group, Iterati
 // Identity is what a resource says about the process that sent it.
 type Identity struct {
 	Rank
-	// Key is the rank attribute the rank was found under.
-	Key string
 	// WorldSize is the world size the rank reports, 0 when none.
 	WorldSize int64
 }
@@ -62,11 +54,11 @@ func NewReader(rankKeys, worldSizeKeys, groupKeys []string) *Reader {
 // Read is the resource's identity; status says whether a usable rank was
 // found (rankattr.Valid), none (Missing) or garbage (Invalid).
 func (r *Reader) Read(attrs pcommon.Map) (Identity, rankattr.Status) {
-	rank, key, status := rankattr.Lookup(attrs, r.rankKeys)
+	rank, _, status := rankattr.Lookup(attrs, r.rankKeys)
 	if status != rankattr.Valid {
 		return Identity{}, status
 	}
-	id := Identity{Rank: Rank{Group: r.Group(attrs), Rank: rank}, Key: key}
+	id := Identity{Rank: Rank{Group: r.Group(attrs), Rank: rank}}
 	if len(r.worldSizeKeys) > 0 {
 		if size, _, status := rankattr.Lookup(attrs, r.worldSizeKeys); status == rankattr.Valid {
 			id.WorldSize = size
@@ -82,10 +74,4 @@ func (r *Reader) Group(attrs pcommon.Map) uint64 {
 	h.SetSeed(r.seed)
 	rankattr.HashGroup(&h, attrs, r.groupKeys)
 	return h.Sum64()
-}
-
-// Owner mixes a rank into one 64-bit key, for maps keyed by it on a hot
-// path.
-func (r *Reader) Owner(rank Rank) uint64 {
-	return maphash.Comparable(r.seed, [2]uint64{rank.Group, uint64(rank.Rank)})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
@@ -33,11 +34,8 @@ var (
 	ErrHistory              = errors.New("history must be at least 1 step")
 	ErrDecisionWait         = errors.New("decision_wait must be positive (a step is decided at the latest this long after its first step span)")
 	ErrNegativeSpanWait     = errors.New("span_wait must be positive, or 0 to wait as long as decision_wait")
-	ErrSpanWait             = errors.New("span_wait must be positive (the longest a span waits for its step span), e.g. 10s")
-	ErrRenamedToSpanWait    = errors.New("decision_wait (here: how long a span waits for its step span) was renamed span_wait; " +
-		"decision_wait now only means how long a step stays open")
-	ErrNoKeys   = errors.New("must list at least one attribute key")
-	ErrEmptyKey = errors.New("must not be empty; remove the entry")
+	ErrNoKeys               = errors.New("must list at least one attribute key")
+	ErrEmptyKey             = errors.New("must not be empty; remove the entry")
 )
 
 // DefaultDecisionWait is how long a step stays open after its first step
@@ -65,9 +63,20 @@ type Spans struct {
 	IterationAttribute string `mapstructure:"iteration_attribute"`
 }
 
-// DefaultSpans are Megatron-LM's step spans in both taxonomies.
+// DefaultSpans are Megatron-LM's step spans in both taxonomies: the older
+// megatron.train_step and the newer megatron.train.iteration, numbered by
+// megatron.iteration.
 func DefaultSpans() Spans {
-	return Spans{StepSpanNames: stepbusy.DefaultStepSpanNames(), IterationAttribute: stepbusy.DefaultIterationAttribute}
+	return Spans{
+		StepSpanNames:      []string{attrkey.MegatronTrainStep, attrkey.MegatronTrainIteration},
+		IterationAttribute: attrkey.MegatronIteration,
+	}
+}
+
+// DefaultWaitSpans are Megatron-LM's spans in which a rank waits for the
+// others: the gradient all-reduce, and the pipeline-parallel receives.
+func DefaultWaitSpans() []string {
+	return []string{"megatron.grad_sync.*", "megatron.p2p.recv_*", "megatron.pp.recv_*"}
 }
 
 // Check returns an error naming each offending key.
@@ -111,7 +120,7 @@ type Scoring struct {
 // nvidia-resiliency-ext's examples do.
 func DefaultScoring() Scoring {
 	return Scoring{
-		WaitSpans:           stepbusy.DefaultWaitSpans(),
+		WaitSpans:           DefaultWaitSpans(),
 		RelativeThreshold:   DefaultRelativeThreshold,
 		IndividualThreshold: DefaultIndividualThreshold,
 		History:             DefaultHistory,
@@ -121,7 +130,7 @@ func DefaultScoring() Scoring {
 // Check returns an error naming each offending key.
 func (s *Scoring) Check() error {
 	var errs []error
-	if _, err := stepbusy.ParsePatterns(s.WaitSpans); err != nil {
+	if _, err := ParsePatterns(s.WaitSpans); err != nil {
 		errs = append(errs, fmt.Errorf("wait_spans: %w", err))
 	}
 	errs = append(errs,
@@ -197,25 +206,6 @@ func (w *Waits) Span() time.Duration {
 		return w.SpanWait
 	}
 	return w.DecisionWait
-}
-
-// CheckSpanWait checks a span_wait that has no decision_wait to fall back
-// on (step_sampling holds spans, not steps).
-func CheckSpanWait(d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%w, got %s", ErrSpanWait, d)
-	}
-	return nil
-}
-
-// RenamedToSpanWait refuses decision_wait in a component where it meant how
-// long a span waits for its step span: that is span_wait now. old is what
-// the configuration set, nil when it set nothing.
-func RenamedToSpanWait(old any) error {
-	if old == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: set span_wait: %v", ErrRenamedToSpanWait, old)
 }
 
 // Keys are the resource attributes a rank's identity is read from, first

@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -34,7 +32,7 @@ func TestChecksReportEachKind(t *testing.T) {
 	s.IndividualThreshold = -1
 	s.History = 0
 	err := s.Check()
-	for _, kind := range []error{ErrEmptyKey, ErrNoIterationAttribute, stepbusy.ErrMatchesEverySpan, ErrScoreRange, ErrHistory} {
+	for _, kind := range []error{ErrEmptyKey, ErrNoIterationAttribute, ErrMatchesEverySpan, ErrScoreRange, ErrHistory} {
 		require.ErrorIs(t, err, kind)
 	}
 	s.StepSpanNames = nil
@@ -47,8 +45,6 @@ func TestChecksReportEachKind(t *testing.T) {
 	w = Waits{DecisionWait: time.Second, SpanWait: 3 * time.Second}
 	require.NoError(t, w.Check())
 	assert.Equal(t, 3*time.Second, w.Span())
-	require.ErrorIs(t, CheckSpanWait(0), ErrSpanWait)
-	require.NoError(t, CheckSpanWait(time.Second))
 
 	k := Keys{GroupKeys: []string{"a", ""}}
 	err = k.Check(Need{Rank: true, WorldSize: true})
@@ -66,12 +62,4 @@ func TestCheckMessagesNameTheKeyAndTheFix(t *testing.T) {
 	require.EqualError(t, s.Check(), "individual_threshold must be a score in [0,1] (the fastest time over this rank's; 0 switches it off), got 1.5")
 	require.EqualError(t, CheckKeys("world_size_keys", nil, true), "world_size_keys must list at least one attribute key, e.g. [nv.dl.world_size, dl.world_size]")
 	require.EqualError(t, CheckKeys("group_keys", []string{"a", " "}, false), "group_keys[1] must not be empty; remove the entry")
-}
-
-func TestRenamedToSpanWait(t *testing.T) {
-	require.NoError(t, RenamedToSpanWait(nil))
-	err := RenamedToSpanWait("30s")
-	require.ErrorIs(t, err, ErrRenamedToSpanWait)
-	require.EqualError(t, err, "decision_wait (here: how long a span waits for its step span) was renamed span_wait; "+
-		"decision_wait now only means how long a step stays open: set span_wait: 30s")
 }

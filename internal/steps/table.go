@@ -97,9 +97,6 @@ func (t *Table[K, V]) MarkComplete(o *Open[K, V]) {
 	}
 }
 
-// Len is the number of open steps.
-func (t *Table[K, V]) Len() int { return len(t.open) }
-
 // Oldest is the oldest open step, nil when there is none.
 func (t *Table[K, V]) Oldest() *Open[K, V] {
 	for len(t.queue) > 0 && t.queue[0].decided {
@@ -199,6 +196,3 @@ func (d *Decided[K, D]) Put(key K, v D) {
 	}
 	d.steps[key] = v
 }
-
-// Len is the number of decisions remembered.
-func (d *Decided[K, D]) Len() int { return len(d.steps) }

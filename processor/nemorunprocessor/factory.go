@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
 
@@ -25,16 +26,10 @@ var processorCapabilities = consumer.Capabilities{MutatesData: true}
 type runFactory struct {
 	generatedID func() string
 	clock       clock.Clock
-
-	mu     sync.Mutex
-	single map[component.ID]*sharedSingleNode
-}
-
-// sharedSingleNode is one component's single-node state and how many of its
-// processors (one per signal and pipeline) are using it.
-type sharedSingleNode struct {
-	state *singleNode
-	refs  int
+	// single is each component's single-node state, shared by its
+	// processors (one per signal and pipeline) and stopped with the last
+	// (a configuration reload starts afresh).
+	single *sharedcomponent.Map[component.ID, *singleNode]
 }
 
 // NewFactory returns the factory for the nemo_run processor.
@@ -57,7 +52,7 @@ func newRunFactory(clk clock.Clock) *runFactory {
 	return &runFactory{
 		generatedID: sync.OnceValue(generateRunID),
 		clock:       clk,
-		single:      map[component.ID]*sharedSingleNode{},
+		single:      sharedcomponent.NewMap[component.ID, *singleNode](sharedcomponent.WithLast),
 	}
 }
 
@@ -74,32 +69,13 @@ func (f *runFactory) newProcessor(set processor.Settings, cfg component.Config, 
 	return p, err
 }
 
-// acquireSingleNode returns the single-node state of component id, creating
-// it for its first processor; the state is stopped and dropped when the last
-// one shuts down (a configuration reload starts afresh).
+// acquireSingleNode returns the single-node state of component id,
+// creating it for its first processor, and the function that releases this
+// processor's share.
 func (f *runFactory) acquireSingleNode(id component.ID, cfg *Config) (*singleNode, func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	shared, ok := f.single[id]
-	if !ok {
-		shared = &sharedSingleNode{state: newSingleNode(cfg, f.clock)}
-		f.single[id] = shared
-	}
-	shared.refs++
+	shared, _ := f.single.Acquire(id, func() (*singleNode, error) { return newSingleNode(cfg, f.clock), nil })
 	var once sync.Once
-	return shared.state, func() {
-		once.Do(func() {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			shared.refs--
-			if shared.refs == 0 {
-				shared.state.stop()
-				if f.single[id] == shared {
-					delete(f.single, id)
-				}
-			}
-		})
-	}
+	return shared.Unwrap(), func() { once.Do(func() { _ = shared.Shutdown(context.Background()) }) }
 }
 
 func (f *runFactory) createTraces(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {

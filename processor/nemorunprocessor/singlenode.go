@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
@@ -213,6 +214,17 @@ func newSingleNode(cfg *Config, clk clock.Clock) *singleNode {
 // loop. Held requests are refused rather than passed on undecided: their
 // senders retry, and the next collector decides their launch afresh, so no
 // rank's data goes out under an id that was never decided.
+// Start does nothing: the state starts its loop with its first launch. It
+// and Shutdown make the state a component that its processors share
+// (internal/sharedcomponent).
+func (*singleNode) Start(context.Context, component.Host) error { return nil }
+
+// Shutdown stops the state.
+func (s *singleNode) Shutdown(context.Context) error {
+	s.stop()
+	return nil
+}
+
 func (s *singleNode) stop() {
 	s.stopOnce.Do(func() {
 		close(s.stopped)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadatatest"
 )
 
@@ -392,12 +394,23 @@ func TestSingleNodeStateIsBounded(t *testing.T) {
 	})
 	t.Run("released with the last processor", func(t *testing.T) {
 		h := newSingleNodeHarness(t, nil)
-		assert.Same(t, h.traces.single, h.metrics.single, "signals of one component share their launches")
-		require.Len(t, h.factory.single, 1)
+		state := h.traces.single
+		assert.Same(t, state, h.metrics.single, "signals of one component share their launches")
+		stopped := func() bool {
+			select {
+			case <-state.stopped:
+				return true
+			default:
+				return false
+			}
+		}
 		require.NoError(t, h.traces.shutdown(t.Context()))
-		assert.Len(t, h.factory.single, 1)
+		assert.False(t, stopped(), "the metrics processor still uses it")
 		require.NoError(t, h.metrics.shutdown(t.Context()))
-		assert.Empty(t, h.factory.single)
+		assert.True(t, stopped())
+		again, release := h.factory.acquireSingleNode(component.NewID(metadata.Type), createDefaultConfig().(*Config))
+		defer release()
+		assert.NotSame(t, state, again, "a new config starts afresh")
 	})
 }
 

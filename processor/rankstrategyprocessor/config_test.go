@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/configtest"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
@@ -111,7 +110,7 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewIDWithName(metadata.Type, "stragglers_removed_threshold"), wantErr: []error{errThresholdRemoved}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_old_step_span_name"), wantErr: []error{errStepSpanNameReplaced}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_scores"), wantErr: []error{steps.ErrScoreRange, steps.ErrHistory}},
-		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait_spans"), wantErr: []error{stepbusy.ErrStarNotAtEnd}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait_spans"), wantErr: []error{steps.ErrStarNotAtEnd}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait"), wantErr: []error{steps.ErrDecisionWait}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_limits"), wantErr: []error{errMaxRanksPerStep, errMaxBufferedSpans, errDecisionCacheSize}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_span_wait"), wantErr: []error{steps.ErrNegativeSpanWait}},

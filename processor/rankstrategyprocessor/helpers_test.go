@@ -24,8 +24,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/spantest"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
@@ -94,7 +94,7 @@ func logsFor(ranks []lensfixture.Rank) plog.Logs {
 func spanNames(batches []ptrace.Traces) []string {
 	var names []string
 	for _, td := range batches {
-		for _, s := range pdatautil.Spans(td) {
+		for _, s := range spantest.All(td) {
 			names = append(names, s.Name())
 		}
 	}

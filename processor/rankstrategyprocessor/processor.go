@@ -5,6 +5,7 @@ package rankstrategyprocessor // import "github.com/nemo-lens/otelcol-nemo/proce
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.opentelemetry.io/collector/component"
@@ -20,6 +21,8 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/stragglers"
 )
 
 // rankStrategyProcessor filters one signal's batches by rank.
@@ -28,10 +31,9 @@ type rankStrategyProcessor struct {
 	keepErrors     bool
 	minLogSeverity plog.SeverityNumber
 	telemetry      *rankStrategyTelemetry
-	// stragglers is the step-level straggler buffer (traces, when the
-	// stragglers block is enabled and the strategy drops ranks), nil
-	// otherwise.
-	stragglers *stragglerBuffer
+	// stragglers is straggler retention (traces, when the stragglers block
+	// is enabled and the strategy drops ranks), nil otherwise.
+	stragglers *stragglers.Buffer
 }
 
 func newRankStrategyProcessor(set processor.Settings, cfg *Config, signal pipeline.Signal) (*rankStrategyProcessor, error) {
@@ -67,7 +69,14 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 			zap.String("fix", "remove the stragglers block, or choose a strategy that drops ranks"))
 		return nil
 	}
-	b, err := newStragglerBuffer(sc, &cfg.Keys, p.selector.reader, clk, set.Logger, next, p.telemetry.record)
+	if len(cfg.RankKeys) == 0 {
+		return errors.New("rank_strategy: stragglers: rank_keys must list at least one attribute key, to tell the ranks of a step apart")
+	}
+	b, err := stragglers.New(&stragglers.Config{
+		Settings: sc.Settings, Waits: sc.Waits,
+		MaxRanksPerStep: sc.MaxRanksPerStep, MaxBufferedSpans: sc.MaxBufferedSpans, DecisionCacheSize: sc.DecisionCacheSize,
+		Exceptional: isExceptional,
+	}, clk, set.Logger, next, p.recordStragglers)
 	if err != nil {
 		return fmt.Errorf("rank_strategy: %w", err)
 	}
@@ -75,17 +84,30 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 	return nil
 }
 
+// recordStragglers counts what straggler retention did.
+func (p *rankStrategyProcessor) recordStragglers(ctx context.Context, st *stragglers.Tally) {
+	t := tally{
+		held: st.Held, stepsDecided: st.StepsDecided, stragglersKept: st.StragglersKept, earlyDecisions: st.EarlyDecisions,
+		lateSpans: st.LateSpans, cacheHits: st.CacheHits, sendFailed: st.SendFailed, ranksMissing: st.RanksMissing,
+	}
+	t.kept[reasonStraggler] = st.Kept
+	t.dropped[reasonNotSelected] = st.Dropped
+	p.telemetry.record(ctx, &t)
+}
+
 func (p *rankStrategyProcessor) start(context.Context, component.Host) error {
 	if p.stragglers != nil {
-		p.stragglers.start()
+		p.stragglers.Start()
 	}
 	return nil
 }
 
-func (p *rankStrategyProcessor) shutdown(ctx context.Context) error {
+func (p *rankStrategyProcessor) shutdown(context.Context) error {
 	var err error
 	if p.stragglers != nil {
-		err = p.stragglers.shutdown(ctx)
+		if err = p.stragglers.Shutdown(); err != nil {
+			err = fmt.Errorf("rank_strategy: %w", err)
+		}
 	}
 	p.telemetry.shutdown()
 	return err
@@ -93,33 +115,71 @@ func (p *rankStrategyProcessor) shutdown(ctx context.Context) error {
 
 func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
 	var t tally
-	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		v := p.selector.decide(rs.Resource().Attributes())
-		if v.keep {
-			t.kept[v.reason] += int64(pdatautil.CountSpans(rs))
-			if p.stragglers != nil {
-				p.stragglers.observeKept(rs, &t)
-			}
-			return false
-		}
-		if p.stragglers != nil && v.reason == reasonNotSelected {
-			// Held for the step decision instead of dropped; keep_errors
-			// spans stay in the batch.
-			if handled, remove := p.stragglers.hold(rs, p.keepErrors, &t); handled {
-				return remove
-			}
-		}
-		if p.keepErrors {
-			return !keepExceptionalSpans(rs, v.reason, &t)
-		}
-		t.dropped[v.reason] += int64(pdatautil.CountSpans(rs))
-		return true
-	})
+	if p.stragglers == nil || !p.stragglers.Consume(ctx, func(b *stragglers.Batch) { p.selectSpans(td, &t, b) }) {
+		// No straggler retention, or it is shut down: the strategy alone.
+		p.selectSpans(td, &t, nil)
+	}
 	p.telemetry.record(ctx, &t)
 	if td.ResourceSpans().Len() == 0 {
 		return td, processorhelper.ErrSkipProcessingData
 	}
+	if p.stragglers != nil && p.stragglers.Full() {
+		// The kept straggler spans cannot be passed on: refuse, retryably,
+		// rather than take more than can be kept.
+		return td, stragglers.ErrFull
+	}
 	return td, nil
+}
+
+// selectSpans applies the strategy to the batch's resources; with
+// straggler retention (b), the dropped ranks' spans are held for their
+// steps' decisions and the kept ranks' step times are read.
+func (p *rankStrategyProcessor) selectSpans(td ptrace.Traces, t *tally, b *stragglers.Batch) {
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		attrs := rs.Resource().Attributes()
+		v := p.selector.decide(attrs)
+		if v.keep {
+			t.kept[v.reason] += int64(pdatautil.CountSpans(rs))
+			if b != nil {
+				if id, ok := p.selector.identity(attrs, v); ok {
+					b.ObserveKept(rs, id)
+				}
+			}
+			return false
+		}
+		if b != nil && v.reason == reasonNotSelected {
+			if id, ok := p.selector.identity(attrs, v); ok {
+				return p.hold(b, rs, id, t)
+			}
+		}
+		if p.keepErrors {
+			return !keepExceptionalSpans(rs, v.reason, t)
+		}
+		t.dropped[v.reason] += int64(pdatautil.CountSpans(rs))
+		return true
+	})
+}
+
+// hold has straggler retention hold the resource of a dropped rank: its
+// spans wait for their step's decision instead of being dropped. Spans
+// keep_errors keeps stay in the batch, read by the buffer in a copy of the
+// resource. It says whether the resource leaves the batch.
+func (p *rankStrategyProcessor) hold(b *stragglers.Batch, rs ptrace.ResourceSpans, id steps.Identity, t *tally) bool {
+	exceptional := false
+	if p.keepErrors {
+		_, exceptional = scanExceptionalSpans(rs)
+	}
+	if !exceptional {
+		b.Hold(rs, id, false)
+		return true
+	}
+	// Rare: the batch keeps the exceptional spans, the buffer holds a copy
+	// of the resource in which they are read, never held.
+	src := ptrace.NewResourceSpans()
+	rs.CopyTo(src)
+	filterExceptionalSpans(rs, t, nil)
+	b.Hold(src, id, true)
+	return false
 }
 
 func (p *rankStrategyProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
@@ -161,6 +221,12 @@ func (p *rankStrategyProcessor) processLogs(ctx context.Context, ld plog.Logs) (
 		return ld, processorhelper.ErrSkipProcessingData
 	}
 	return ld, nil
+}
+
+// isExceptional: keep_errors keeps the span whatever its rank.
+func isExceptional(s ptrace.Span) bool {
+	_, ok := spanKeepReason(s)
+	return ok
 }
 
 // spanKeepReason says whether a span from a dropped rank is kept anyway:

@@ -14,11 +14,13 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
+	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/metadatatest"
 )
 
 // benchStragglerRun is the 1,000-rank run of the straggler benchmarks, its
@@ -60,7 +62,7 @@ func benchStepBatches(iteration int) []ptrace.Traces {
 // second, to a processor on a fake clock.
 type benchStragglers struct {
 	tp        processor.Traces
-	p         *rankStrategyProcessor
+	tel       *componenttest.Telemetry
 	clock     *clocktest.Fake
 	iteration int
 }
@@ -76,11 +78,15 @@ func newBenchStragglers(b *testing.B, stragglers bool, edit func(*StragglersConf
 	}
 	require.NoError(b, cfg.Validate())
 	clk := clocktest.NewFake()
-	tp, p, err := newTracesProcessor(b.Context(), nopSettings(), cfg, consumertest.NewNop(), clk)
+	tel := componenttest.NewTelemetry()
+	tp, _, err := newTracesProcessor(b.Context(), metadatatest.NewSettings(tel), cfg, consumertest.NewNop(), clk)
 	require.NoError(b, err)
 	require.NoError(b, tp.Start(b.Context(), componenttest.NewNopHost()))
-	b.Cleanup(func() { require.NoError(b, tp.Shutdown(context.Background())) }) //nolint:usetesting // b.Context() is canceled before Cleanup runs
-	return &benchStragglers{tp: tp, p: p, clock: clk}
+	b.Cleanup(func() {
+		require.NoError(b, tp.Shutdown(context.Background()))  //nolint:usetesting // b.Context() is canceled before Cleanup runs
+		require.NoError(b, tel.Shutdown(context.Background())) //nolint:usetesting // as above
+	})
+	return &benchStragglers{tp: tp, tel: tel, clock: clk}
 }
 
 func (s *benchStragglers) consume(b *testing.B, batches []ptrace.Traces) {
@@ -98,13 +104,18 @@ func (s *benchStragglers) step(b *testing.B) {
 	s.clock.Advance(time.Second)
 }
 
+// held is the spans straggler retention holds, as its spans_held metric
+// says.
 func (s *benchStragglers) held() int {
-	if s.p.stragglers == nil {
+	m, err := s.tel.GetMetric("otelcol_processor_rank_strategy_stragglers_spans_held")
+	if err != nil {
 		return 0
 	}
-	s.p.stragglers.mu.Lock()
-	defer s.p.stragglers.mu.Unlock()
-	return s.p.stragglers.held + s.p.stragglers.out.count
+	n := int64(0)
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		n += dp.Value
+	}
+	return int(n)
 }
 
 func heapInUse() uint64 {

@@ -4,16 +4,19 @@
 package rankstrategyprocessor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -28,14 +31,11 @@ func TestStragglersMemoryBound(t *testing.T) {
 	bound := 63 * spansPerStep * 3 / 2 // 1.5 steps of the 63 dropped ranks
 	h := newStragglerHarness(t, func(c *Config) { c.Stragglers.Get().MaxBufferedSpans = bound }, nil)
 	run := newTrainingRun(64, map[int64]map[int64]float64{5: {17: 2}, 9: {17: 2}})
-	b := h.p.stragglers
-	maxHeld := 0
+	maxHeld := int64(0)
 	check := func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		maxHeld = max(maxHeld, b.held+b.out.count)
-		require.LessOrEqual(t, b.held+b.out.count, bound)
-		require.LessOrEqual(t, b.observed, bound)
+		held := h.total(t, "stragglers_spans_held")
+		maxHeld = max(maxHeld, held)
+		require.LessOrEqual(t, held, int64(bound))
 	}
 	sent := 0
 	for it := int64(1); it <= 20; it++ {
@@ -46,7 +46,7 @@ func TestStragglersMemoryBound(t *testing.T) {
 		}
 		// No time passes: only the bound makes decisions.
 	}
-	assert.Greater(t, maxHeld, bound/2, "the bound was reached")
+	assert.Greater(t, maxHeld, int64(bound/2), "the bound was reached")
 	early := h.total(t, "stragglers_early_decisions")
 	assert.GreaterOrEqual(t, early, int64(18), "steps decided early")
 	assert.Equal(t, early, h.total(t, "stragglers_steps_decided"), "no tick came")
@@ -74,16 +74,12 @@ func TestStragglersWithoutStepSpans(t *testing.T) {
 		c.Stragglers.Get().StepSpanNames = []string{"megatron.step"}
 	}, nil)
 	run := newTrainingRun(64, nil)
-	b := h.p.stragglers
 	sent := 0
 	for it := int64(1); it <= 3; it++ {
 		for rank := range run.worldSize() {
 			h.consume(t, run.batch(rank, it, endOrder...))
 			sent += len(endOrder)
-			b.mu.Lock()
-			held := b.held
-			b.mu.Unlock()
-			require.LessOrEqual(t, held, bound)
+			require.LessOrEqual(t, h.total(t, "stragglers_spans_held"), int64(bound))
 		}
 		h.clock.Advance(time.Second)
 	}
@@ -198,19 +194,58 @@ func TestStragglersWithKeepErrors(t *testing.T) {
 	assert.Zero(t, h.total(t, "stragglers_spans_held"))
 }
 
-// Errors of the next consumer on the ticker are logged and counted.
+// flakyTraces refuses every batch while down, then passes them to sink.
+type flakyTraces struct {
+	sink *consumertest.TracesSink
+	down atomic.Bool
+}
+
+func (*flakyTraces) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (f *flakyTraces) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if f.down.Load() {
+		return errors.New("backend down")
+	}
+	return f.sink.ConsumeTraces(ctx, td)
+}
+
+// The kept spans were acknowledged when they arrived: when the next
+// consumer refuses them they are logged, counted and sent again at every
+// tick until it takes them, exactly once; at shutdown with the consumer
+// still down, Shutdown says so.
 func TestStragglersSendFailure(t *testing.T) {
-	h := newStragglerHarness(t, func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0" }, consumertest.NewErr(errors.New("backend down")))
-	run := newTrainingRun(8, map[int64]map[int64]float64{1: {5: 3}})
+	next := &flakyTraces{sink: new(consumertest.TracesSink)}
+	next.down.Store(true)
+	h := newStragglerHarness(t, func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0" }, next)
+	run := newTrainingRun(8, map[int64]map[int64]float64{1: {5: 3}, 2: {5: 3}})
 	for rank := int64(1); rank < run.worldSize(); rank++ {
 		h.consume(t, run.batch(rank, 1, endOrder...))
 	}
 	h.clock.Advance(11 * time.Second)
-	assert.Equal(t, int64(spansPerStep), h.total(t, "stragglers_send_failed"))
+	h.clock.Advance(time.Second)
+	assert.Equal(t, int64(2*spansPerStep), h.total(t, "stragglers_send_failed"), "refused at two ticks")
 	assert.Equal(t, int64(1), h.total(t, "stragglers_ranks_missing"), "rank 0 never reported")
 	errs := h.logged.FilterMessageSnippet("refused kept straggler spans").All()
-	require.Len(t, errs, 1)
+	require.Len(t, errs, 2)
 	assert.Equal(t, "backend down", errs[0].ContextMap()["error"])
+	assert.Zero(t, next.sink.SpanCount())
+
+	next.down.Store(false)
+	h.clock.Advance(time.Second)
+	want := wholeStep(5, 1, "straggler")
+	sort.Strings(want)
+	assert.Equal(t, want, describe(outputSpans(t, next.sink.AllTraces())), "sent once the consumer takes it")
+	h.clock.Advance(time.Second)
+	assert.Equal(t, spansPerStep, next.sink.SpanCount(), "and only once")
+
+	// Rank 5 is kept again, and the consumer is down at shutdown: Shutdown
+	// says so.
+	for rank := int64(1); rank < run.worldSize(); rank++ {
+		h.consume(t, run.batch(rank, 2, endOrder...))
+	}
+	next.down.Store(true)
+	h.down = true
+	require.ErrorContains(t, h.tp.Shutdown(context.Background()), "backend down") //nolint:usetesting // a second Shutdown in Cleanup is skipped
 }
 
 // ConsumeTraces is called from several goroutines while the ticker runs;
@@ -283,10 +318,7 @@ func TestStragglersResolveAnyOrder(t *testing.T) {
 				got := outputSpans(t, h.sink.AllTraces())
 				assert.Equal(t, want, describe(got), "%d spans per batch", perBatch)
 				checkScores(t, got, map[[2]int64][2]float64{{1, 1}: {score(run.StepOf(0, 1).Busy(), run.StepOf(1, 1).Busy()), 1}})
-				b := h.p.stragglers
-				b.mu.Lock()
-				assert.Zero(t, b.pendingSpans(), "nothing left pending")
-				b.mu.Unlock()
+				assert.Zero(t, h.total(t, "stragglers_spans_held"), "nothing left waiting")
 			}
 		})
 	}

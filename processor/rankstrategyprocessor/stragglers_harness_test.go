@@ -339,12 +339,3 @@ func describe(spans []outSpan) []string {
 	sort.Strings(out)
 	return out
 }
-
-// pendingSpans counts the spans waiting for their step; call with mu held.
-func (b *stragglerBuffer) pendingSpans() int {
-	n := 0
-	for _, st := range b.ranks {
-		n += st.pending.Len()
-	}
-	return n
-}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -37,14 +38,14 @@ const (
 var reasonNames = [numReasons]string{
 	reasonSelected:         "selected",
 	reasonNotSelected:      "not_selected",
-	reasonError:            "error",
-	reasonTruncated:        "truncated",
-	reasonSeverity:         "severity",
+	reasonError:            attrkey.KeptError,
+	reasonTruncated:        attrkey.KeptTruncated,
+	reasonSeverity:         attrkey.KeptSeverity,
 	reasonMissingRank:      "missing_rank",
 	reasonInvalidRank:      "invalid_rank",
 	reasonMissingWorldSize: "missing_world_size",
 	reasonMissingLocalRank: "missing_local_rank",
-	reasonStraggler:        "straggler",
+	reasonStraggler:        attrkey.KeptStraggler,
 }
 
 func (r reason) String() string { return reasonNames[r] }
@@ -53,6 +54,11 @@ func (r reason) String() string { return reasonNames[r] }
 type verdict struct {
 	keep   bool
 	reason reason
+	// rank and worldSize are what decide read of the resource's identity:
+	// rank when hasRank, worldSize when above 0.
+	rank      int64
+	worldSize int64
+	hasRank   bool
 }
 
 // maxRememberedGroups bounds the per-group world-size memory. A collector sees
@@ -139,27 +145,42 @@ func (s *rankSelector) decide(attrs pcommon.Map) verdict {
 		s.warnInvalid(key, attrs)
 		return s.unplaced(reasonInvalidRank)
 	}
-
+	var v verdict
 	switch s.strategy {
 	case StrategyAllRanks:
-		return s.selected(true)
+		v = s.selected(true)
 	case StrategySampled:
-		return s.selected(s.sampled.keep(rank))
+		v = s.selected(s.sampled.keep(rank))
 	case StrategyRanks:
-		return s.selected(s.ranks.contains(rank))
+		v = s.selected(s.ranks.contains(rank))
 	default: // StrategySingleRank
 		if s.exportRank >= 0 {
-			return s.selected(rank == s.exportRank)
+			v = s.selected(rank == s.exportRank)
+		} else {
+			v = s.keepLastRank(rank, attrs)
 		}
-		return s.keepLastRank(rank, attrs)
 	}
+	v.rank, v.hasRank = rank, true
+	return v
 }
 
-// keepLastRank decides single_rank with export_rank -1: keep rank world
-// size - 1 of each run and group. The world size is the resource's own; a
-// resource without one falls back to the world size last reported by its
-// group's last rank. Only that rank (one resource in world size) updates the
-// memory, so the common path neither hashes the group nor takes a lock.
+// identity completes what decide read of a resource's identity into the
+// step engine's: its run and group, its rank and world size. false: the
+// resource has no usable rank.
+func (s *rankSelector) identity(attrs pcommon.Map, v verdict) (steps.Identity, bool) {
+	if !v.hasRank {
+		id, status := s.reader.Read(attrs)
+		return id, status == rankattr.Valid
+	}
+	id := steps.Identity{Rank: steps.Rank{Group: s.reader.Group(attrs), Rank: v.rank}, WorldSize: v.worldSize}
+	if id.WorldSize == 0 {
+		if size, _, status := rankattr.Lookup(attrs, s.worldSizeKeys); status == rankattr.Valid {
+			id.WorldSize = size
+		}
+	}
+	return id, true
+}
+
 func (s *rankSelector) keepLastRank(rank int64, attrs pcommon.Map) verdict {
 	size, _, status := rankattr.Lookup(attrs, s.worldSizeKeys)
 	if status == rankattr.Valid && size > 0 {
@@ -167,7 +188,9 @@ func (s *rankSelector) keepLastRank(rank int64, attrs pcommon.Map) verdict {
 		if last {
 			s.rememberWorldSize(s.groupHash(attrs), size)
 		}
-		return s.selected(last)
+		v := s.selected(last)
+		v.worldSize = size
+		return v
 	}
 	s.mu.RLock()
 	size, ok := s.worldSizes[s.groupHash(attrs)]

@@ -171,33 +171,33 @@ func TestDecide(t *testing.T) {
 		attrs pcommon.Map
 		want  verdict
 	}{
-		{"last rank, int", singleLast, attrsOf("nv.dl.rank", 7, "nv.dl.world_size", 8), verdict{true, reasonSelected}},
-		{"last rank, strings, old keys", singleLast, attrsOf("dl.rank", "7", "dl.world_size", "8"), verdict{true, reasonSelected}},
-		{"not last rank", singleLast, attrsOf("dl.rank", 6, "dl.world_size", 8), verdict{false, reasonNotSelected}},
-		{"rank and world size in different spellings", singleLast, attrsOf("nv.dl.rank", 3, "dl.world_size", "4"), verdict{true, reasonSelected}},
-		{"no world size", singleLast, attrsOf("dl.rank", 7), verdict{true, reasonMissingWorldSize}},
-		{"no world size, drop", func(c *Config) { dropMissing(c) }, attrsOf("dl.rank", 7), verdict{false, reasonMissingWorldSize}},
-		{"world size zero", singleLast, attrsOf("dl.rank", 0, "dl.world_size", 0), verdict{true, reasonMissingWorldSize}},
-		{"export rank 0", singleZero, attrsOf("dl.rank", "0"), verdict{true, reasonSelected}},
-		{"export rank 0, other rank", singleZero, attrsOf("dl.rank", 1), verdict{false, reasonNotSelected}},
-		{"no rank", singleZero, attrsOf("service.name", "otelcol"), verdict{true, reasonMissingRank}},
-		{"no rank, drop", func(c *Config) { singleZero(c); dropMissing(c) }, attrsOf("service.name", "otelcol"), verdict{false, reasonMissingRank}},
-		{"garbage rank", singleZero, attrsOf("nv.dl.rank", "three"), verdict{true, reasonInvalidRank}},
-		{"float rank, drop", func(c *Config) { singleZero(c); dropMissing(c) }, attrsOf("nv.dl.rank", 1.0), verdict{false, reasonInvalidRank}},
-		{"all ranks", func(c *Config) { c.Strategy = StrategyAllRanks }, attrsOf("dl.rank", "123"), verdict{true, reasonSelected}},
-		{"all ranks, no rank, drop", func(c *Config) { c.Strategy = StrategyAllRanks; dropMissing(c) }, attrsOf(), verdict{false, reasonMissingRank}},
-		{"local rank 0", perNode, attrsOf("nv.dl.local_rank", "0", "nv.dl.rank", 16), verdict{true, reasonSelected}},
-		{"local rank 3", perNode, attrsOf("dl.local_rank", 3, "dl.rank", 3), verdict{false, reasonNotSelected}},
-		{"local rank without rank", perNode, attrsOf("dl.local_rank", 0), verdict{true, reasonSelected}},
-		{"no local rank", perNode, attrsOf("dl.rank", 0), verdict{true, reasonMissingLocalRank}},
-		{"garbage local rank, drop", func(c *Config) { perNode(c); dropMissing(c) }, attrsOf("dl.local_rank", true), verdict{false, reasonInvalidRank}},
-		{"ranks list hit", func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0,7,64-71" }, attrsOf("dl.rank", "65"), verdict{true, reasonSelected}},
-		{"ranks list miss", func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0,7,64-71" }, attrsOf("dl.rank", 72), verdict{false, reasonNotSelected}},
-		{"custom keys", func(c *Config) { c.ExportRank = 2; c.RankKeys = []string{"my.rank"} }, attrsOf("my.rank", "2", "dl.rank", 5), verdict{true, reasonSelected}},
+		{"last rank, int", singleLast, attrsOf("nv.dl.rank", 7, "nv.dl.world_size", 8), verdict{keep: true, reason: reasonSelected}},
+		{"last rank, strings, old keys", singleLast, attrsOf("dl.rank", "7", "dl.world_size", "8"), verdict{keep: true, reason: reasonSelected}},
+		{"not last rank", singleLast, attrsOf("dl.rank", 6, "dl.world_size", 8), verdict{keep: false, reason: reasonNotSelected}},
+		{"rank and world size in different spellings", singleLast, attrsOf("nv.dl.rank", 3, "dl.world_size", "4"), verdict{keep: true, reason: reasonSelected}},
+		{"no world size", singleLast, attrsOf("dl.rank", 7), verdict{keep: true, reason: reasonMissingWorldSize}},
+		{"no world size, drop", func(c *Config) { dropMissing(c) }, attrsOf("dl.rank", 7), verdict{keep: false, reason: reasonMissingWorldSize}},
+		{"world size zero", singleLast, attrsOf("dl.rank", 0, "dl.world_size", 0), verdict{keep: true, reason: reasonMissingWorldSize}},
+		{"export rank 0", singleZero, attrsOf("dl.rank", "0"), verdict{keep: true, reason: reasonSelected}},
+		{"export rank 0, other rank", singleZero, attrsOf("dl.rank", 1), verdict{keep: false, reason: reasonNotSelected}},
+		{"no rank", singleZero, attrsOf("service.name", "otelcol"), verdict{keep: true, reason: reasonMissingRank}},
+		{"no rank, drop", func(c *Config) { singleZero(c); dropMissing(c) }, attrsOf("service.name", "otelcol"), verdict{keep: false, reason: reasonMissingRank}},
+		{"garbage rank", singleZero, attrsOf("nv.dl.rank", "three"), verdict{keep: true, reason: reasonInvalidRank}},
+		{"float rank, drop", func(c *Config) { singleZero(c); dropMissing(c) }, attrsOf("nv.dl.rank", 1.0), verdict{keep: false, reason: reasonInvalidRank}},
+		{"all ranks", func(c *Config) { c.Strategy = StrategyAllRanks }, attrsOf("dl.rank", "123"), verdict{keep: true, reason: reasonSelected}},
+		{"all ranks, no rank, drop", func(c *Config) { c.Strategy = StrategyAllRanks; dropMissing(c) }, attrsOf(), verdict{keep: false, reason: reasonMissingRank}},
+		{"local rank 0", perNode, attrsOf("nv.dl.local_rank", "0", "nv.dl.rank", 16), verdict{keep: true, reason: reasonSelected}},
+		{"local rank 3", perNode, attrsOf("dl.local_rank", 3, "dl.rank", 3), verdict{keep: false, reason: reasonNotSelected}},
+		{"local rank without rank", perNode, attrsOf("dl.local_rank", 0), verdict{keep: true, reason: reasonSelected}},
+		{"no local rank", perNode, attrsOf("dl.rank", 0), verdict{keep: true, reason: reasonMissingLocalRank}},
+		{"garbage local rank, drop", func(c *Config) { perNode(c); dropMissing(c) }, attrsOf("dl.local_rank", true), verdict{keep: false, reason: reasonInvalidRank}},
+		{"ranks list hit", func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0,7,64-71" }, attrsOf("dl.rank", "65"), verdict{keep: true, reason: reasonSelected}},
+		{"ranks list miss", func(c *Config) { c.Strategy = StrategyRanks; c.Ranks = "0,7,64-71" }, attrsOf("dl.rank", 72), verdict{keep: false, reason: reasonNotSelected}},
+		{"custom keys", func(c *Config) { c.ExportRank = 2; c.RankKeys = []string{"my.rank"} }, attrsOf("my.rank", "2", "dl.rank", 5), verdict{keep: true, reason: reasonSelected}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, selectorFor(t, tt.edit).decide(tt.attrs))
+			assert.Equal(t, tt.want, decision(selectorFor(t, tt.edit).decide(tt.attrs)))
 		})
 	}
 }
@@ -210,31 +210,31 @@ func TestWorldSizeRememberedPerGroup(t *testing.T) {
 		return attrsOf(append([]any{"nemo.run.id", "a", "rl.worker_group", "policy"}, kv...)...)
 	}
 	// Nothing known yet.
-	assert.Equal(t, verdict{true, reasonMissingWorldSize}, s.decide(policy("dl.rank", 7)))
+	assert.Equal(t, verdict{keep: true, reason: reasonMissingWorldSize}, decision(s.decide(policy("dl.rank", 7))))
 	// Ranks other than the last do not teach the world size...
-	assert.Equal(t, verdict{false, reasonNotSelected}, s.decide(policy("dl.rank", 0, "dl.world_size", 8)))
-	assert.Equal(t, verdict{true, reasonMissingWorldSize}, s.decide(policy("dl.rank", 7)))
+	assert.Equal(t, verdict{keep: false, reason: reasonNotSelected}, decision(s.decide(policy("dl.rank", 0, "dl.world_size", 8))))
+	assert.Equal(t, verdict{keep: true, reason: reasonMissingWorldSize}, decision(s.decide(policy("dl.rank", 7))))
 	// ...the last rank does.
-	assert.Equal(t, verdict{true, reasonSelected}, s.decide(policy("nv.dl.rank", "7", "nv.dl.world_size", "8")))
-	assert.Equal(t, verdict{true, reasonSelected}, s.decide(policy("dl.rank", 7)))
-	assert.Equal(t, verdict{false, reasonNotSelected}, s.decide(policy("dl.rank", 1)))
+	assert.Equal(t, verdict{keep: true, reason: reasonSelected}, decision(s.decide(policy("nv.dl.rank", "7", "nv.dl.world_size", "8"))))
+	assert.Equal(t, verdict{keep: true, reason: reasonSelected}, decision(s.decide(policy("dl.rank", 7))))
+	assert.Equal(t, verdict{keep: false, reason: reasonNotSelected}, decision(s.decide(policy("dl.rank", 1))))
 	// An unusable world size is no world size.
-	assert.Equal(t, verdict{false, reasonNotSelected}, s.decide(policy("dl.rank", 1, "dl.world_size", "eight")))
+	assert.Equal(t, verdict{keep: false, reason: reasonNotSelected}, decision(s.decide(policy("dl.rank", 1, "dl.world_size", "eight"))))
 
-	assert.Equal(t, verdict{true, reasonSelected},
-		s.decide(attrsOf("nemo.run.id", "a", "rl.worker_group", "generation", "dl.rank", 1, "dl.world_size", "2")))
-	assert.Equal(t, verdict{true, reasonSelected}, s.decide(attrsOf("nemo.run.id", "a", "rl.worker_group", "generation", "dl.rank", 1)))
-	assert.Equal(t, verdict{false, reasonNotSelected}, s.decide(attrsOf("nemo.run.id", "a", "rl.worker_group", "generation", "dl.rank", 7)))
+	assert.Equal(t, verdict{keep: true, reason: reasonSelected},
+		decision(s.decide(attrsOf("nemo.run.id", "a", "rl.worker_group", "generation", "dl.rank", 1, "dl.world_size", "2"))))
+	assert.Equal(t, verdict{keep: true, reason: reasonSelected}, decision(s.decide(attrsOf("nemo.run.id", "a", "rl.worker_group", "generation", "dl.rank", 1))))
+	assert.Equal(t, verdict{keep: false, reason: reasonNotSelected}, decision(s.decide(attrsOf("nemo.run.id", "a", "rl.worker_group", "generation", "dl.rank", 7))))
 	// Another run, or no worker group, is another group.
-	assert.Equal(t, verdict{true, reasonMissingWorldSize}, s.decide(attrsOf("nemo.run.id", "b", "rl.worker_group", "policy", "dl.rank", 7)))
-	assert.Equal(t, verdict{true, reasonMissingWorldSize}, s.decide(attrsOf("nemo.run.id", "a", "dl.rank", 7)))
+	assert.Equal(t, verdict{keep: true, reason: reasonMissingWorldSize}, decision(s.decide(attrsOf("nemo.run.id", "b", "rl.worker_group", "policy", "dl.rank", 7))))
+	assert.Equal(t, verdict{keep: true, reason: reasonMissingWorldSize}, decision(s.decide(attrsOf("nemo.run.id", "a", "dl.rank", 7))))
 	// A group id sent as an int is the same group as its decimal string.
 	s.decide(attrsOf("nemo.run.id", "c", "rl.worker_group", 3, "dl.rank", 3, "dl.world_size", 4))
-	assert.Equal(t, verdict{true, reasonSelected}, s.decide(attrsOf("nemo.run.id", "c", "rl.worker_group", "3", "dl.rank", 3)))
+	assert.Equal(t, verdict{keep: true, reason: reasonSelected}, decision(s.decide(attrsOf("nemo.run.id", "c", "rl.worker_group", "3", "dl.rank", 3))))
 	// A restart with more ranks: the new last rank replaces the world size.
 	s.decide(policy("dl.rank", 15, "dl.world_size", 16))
-	assert.Equal(t, verdict{true, reasonSelected}, s.decide(policy("dl.rank", 15)))
-	assert.Equal(t, verdict{false, reasonNotSelected}, s.decide(policy("dl.rank", 7)))
+	assert.Equal(t, verdict{keep: true, reason: reasonSelected}, decision(s.decide(policy("dl.rank", 15))))
+	assert.Equal(t, verdict{keep: false, reason: reasonNotSelected}, decision(s.decide(policy("dl.rank", 7))))
 }
 
 func TestWorldSizeMemoryIsBounded(t *testing.T) {
@@ -261,3 +261,6 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		}), name)
 	}
 }
+
+// decision is what a verdict decides: keep or drop, and why.
+func decision(v verdict) verdict { return verdict{keep: v.keep, reason: v.reason} }

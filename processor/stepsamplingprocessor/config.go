@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 
@@ -32,31 +31,26 @@ type Config struct {
 	// is drawn for; every rank of a run must carry the same value.
 	RunIDKey string `mapstructure:"run_id_key"`
 
-	// RankKeys are the resource attributes holding the rank, first present
-	// wins. Resources without a usable rank pass untouched.
-	RankKeys []string `mapstructure:"rank_keys"`
-
-	// GroupKeys are the resource attributes that, with the run id and the
-	// rank, tell one training process from another: rank numbers are only
-	// unique within a run and worker group.
-	GroupKeys []string `mapstructure:"group_keys"`
+	// Keys: rank_keys (resources without a usable rank pass untouched) and
+	// group_keys (with the run id and the rank, they tell one training
+	// process from another: rank numbers are only unique within a run and
+	// worker group), as rank_strategy and nemo_steps read them; the world
+	// size and local rank are not used here.
+	steps.Keys `mapstructure:",squash"`
 
 	// Spans: step_span_names, the span covering one rank's step (a trace
 	// root or a child of a run-long job span), and iteration_attribute.
 	steps.Spans `mapstructure:",squash"`
 
-	// SpanWait is the longest a span is held waiting for the step span that
-	// tells its step; then it is passed on undecided (kept).
-	SpanWait time.Duration `mapstructure:"span_wait"`
+	// Waits: span_wait, the longest a span waits for the step span that
+	// tells its step (0: as long as decision_wait); then it is passed on
+	// undecided (kept). step_sampling decides each step at its step span,
+	// so decision_wait only stands in for an unset span_wait.
+	steps.Waits `mapstructure:",squash"`
 
-	// MaxBufferedSpans bounds the spans held; beyond it the oldest are
-	// passed on undecided (kept).
+	// MaxBufferedSpans bounds the spans waiting for their step span; beyond
+	// it the oldest are passed on undecided (kept).
 	MaxBufferedSpans int `mapstructure:"max_buffered_spans"`
-
-	// DecisionWait was renamed SpanWait: here it meant how long a span waits
-	// for its step span, and decision_wait now means how long a step stays
-	// open everywhere. Setting it fails at start naming span_wait.
-	DecisionWait any `mapstructure:"decision_wait"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -91,12 +85,7 @@ func (cfg *Config) Validate() error {
 	if strings.TrimSpace(cfg.RunIDKey) == "" {
 		errs = append(errs, errNoRunIDKey)
 	}
-	errs = append(errs,
-		steps.CheckKeys("rank_keys", cfg.RankKeys, true),
-		steps.CheckKeys("group_keys", cfg.GroupKeys, false),
-		cfg.Check(),
-		steps.RenamedToSpanWait(cfg.DecisionWait),
-		steps.CheckSpanWait(cfg.SpanWait))
+	errs = append(errs, cfg.Keys.Check(steps.Need{Rank: true}), cfg.Spans.Check(), cfg.Waits.Check())
 	if cfg.MaxBufferedSpans < 1 {
 		errs = append(errs, fmt.Errorf("%w, got %d", errMaxBufferedSpans, cfg.MaxBufferedSpans))
 	}

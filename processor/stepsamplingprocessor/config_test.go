@@ -49,8 +49,10 @@ func TestLoadConfig(t *testing.T) {
 		{name: "no_rank_keys", wantErr: steps.ErrNoKeys},
 		{name: "empty_run_id_key", wantErr: errNoRunIDKey},
 		{name: "empty_iteration_attribute", wantErr: steps.ErrNoIterationAttribute},
-		{name: "old_decision_wait", wantErr: steps.ErrRenamedToSpanWait},
-		{name: "bad_span_wait", wantErr: steps.ErrSpanWait},
+		// The waits as in rank_strategy and nemo_steps: without span_wait,
+		// a span waits decision_wait.
+		{name: "decision_wait_only", want: withDefaults(func(c *Config) { c.DecisionWait = 30 * time.Second })},
+		{name: "bad_span_wait", wantErr: steps.ErrNegativeSpanWait},
 		{name: "bad_max_buffered_spans", wantErr: errMaxBufferedSpans},
 	}
 	for _, tt := range tests {

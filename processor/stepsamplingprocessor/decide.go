@@ -4,8 +4,7 @@
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
-	"time"
-
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
@@ -17,7 +16,8 @@ import (
 // is in the sample; otherwise when rank_strategy kept it as a straggler, or
 // one of its spans is an error; otherwise when it was kept for one of those
 // in an earlier batch; dropped otherwise.
-func (p *stepSamplingProcessor) decideSteps(b *batch) {
+func (p *stepSamplingProcessor) decideSteps() {
+	b := &p.b
 	for i := range b.steps {
 		st := &b.steps[i]
 		switch {
@@ -35,175 +35,132 @@ func (p *stepSamplingProcessor) decideSteps(b *batch) {
 	}
 }
 
-// applyBatch carries the decisions out on the batch's resources: kept spans
-// stay, marked; dropped ones leave; a resource with spans still to hold
-// moves out whole into the held spans.
-func (p *stepSamplingProcessor) applyBatch(rss ptrace.ResourceSpansSlice, b *batch, now time.Duration, t *tally) {
-	i, f := 0, 0
+// apply carries the decisions out: in the resources that stay in the batch
+// kept spans stay, marked, and dropped ones leave; the placed spans of the
+// resources moved out (some of their spans wait) move back into the batch
+// if kept; the spans that waited and were placed now go out on their own
+// (steps.Output).
+func (p *stepSamplingProcessor) apply(rss ptrace.ResourceSpansSlice) {
+	b := &p.b
+	i := 0
 	rss.RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		id := b.ids[i]
+		res := &b.resources[i]
 		i++
-		if !id.ok {
-			t.kept[reasonNoRank] += int64(pdatautil.CountSpans(rs))
+		switch {
+		case !res.ok:
+			p.t.kept[reasonNoRank] += int64(pdatautil.CountSpans(rs))
 			return false
+		case res.chunk != nil:
+			return true // moved out: emptied
 		}
-		n := pdatautil.CountSpans(rs)
-		places := b.places[f : f+n]
-		f += n
-		kept, dropped, hold := 0, 0, 0
-		for _, pl := range places {
-			switch {
-			case pl.kind == placeHold:
-				hold++
-			case pl.kind == placeInStep && !b.steps[pl.step].keep:
-				dropped++
-			default:
-				kept++
+		return p.filterInPlace(rs, b.spans[res.first:res.last])
+	})
+	b.mover.Reset(rss)
+	for j := range b.resources {
+		res := &b.resources[j]
+		if res.chunk == nil {
+			continue
+		}
+		for _, rec := range b.spans[res.first:res.last] {
+			if keep, reason := p.decision(rec.kind, rec.step); keep {
+				s, _ := rec.held.Move(&b.mover)
+				p.mark(s, rec.kind, reason)
+			} else {
+				p.t.dropped++
+				rec.held.Release()
 			}
 		}
-		switch {
-		case hold > 0 && !p.closed:
-			p.hold(id, rs, places, b, now, t)
-			return true
-		case kept == 0 && hold == 0:
-			t.dropped += int64(dropped)
-			return true
-		default:
-			p.filterInPlace(rs, places, b, dropped > 0, t)
-			return false
+		res.chunk.Placed()
+	}
+	b.mover.Reset(ptrace.ResourceSpansSlice{})
+	for _, rec := range b.resolved {
+		if keep, reason := p.decision(rec.kind, rec.step); keep {
+			s, _ := p.out.Add(rec.held)
+			p.mark(s, rec.kind, reason)
+		} else {
+			p.t.dropped++
+			rec.held.Release()
 		}
-	})
+	}
+}
+
+// decision is whether a span placed so is kept, and why.
+func (p *stepSamplingProcessor) decision(kind placeKind, step int32) (bool, keepReason) {
+	if kind != placeInStep {
+		return true, reasonOutsideStep
+	}
+	st := &p.b.steps[step]
+	return st.keep, st.reason
 }
 
 // filterInPlace removes the dropped spans of a resource that stays in the
-// batch and marks and counts the kept ones.
-func (p *stepSamplingProcessor) filterInPlace(rs ptrace.ResourceSpans, places []spanPlace, b *batch, anyDropped bool, t *tally) {
-	k := 0
-	sss := rs.ScopeSpans()
-	if !anyDropped {
-		for i := 0; i < sss.Len(); i++ {
-			spans := sss.At(i).Spans()
-			for j := 0; j < spans.Len(); j++ {
-				p.account(spans.At(j), places[k], b, t)
-				k++
-			}
+// batch and marks and counts the kept ones; it says whether the resource is
+// left empty.
+func (p *stepSamplingProcessor) filterInPlace(rs ptrace.ResourceSpans, recs []spanRec) bool {
+	anyDropped := false
+	for _, rec := range recs {
+		if keep, _ := p.decision(rec.kind, rec.step); !keep {
+			anyDropped = true
+			break
 		}
-		return
 	}
-	sss.RemoveIf(func(ss ptrace.ScopeSpans) bool {
-		ss.Spans().RemoveIf(func(s ptrace.Span) bool {
-			keep := p.account(s, places[k], b, t)
-			k++
-			return !keep
-		})
-		return ss.Spans().Len() == 0
-	})
-}
-
-// account marks and counts a span of the batch; it returns false when the
-// span's step is dropped.
-func (*stepSamplingProcessor) account(s ptrace.Span, pl spanPlace, b *batch, t *tally) bool {
-	switch pl.kind {
-	case placeInStep:
-		st := &b.steps[pl.step]
-		if !st.keep {
-			t.dropped++
+	k := 0
+	next := func(s ptrace.Span) bool {
+		rec := recs[k]
+		k++
+		keep, reason := p.decision(rec.kind, rec.step)
+		if !keep {
+			p.t.dropped++
 			return false
 		}
-		markKept(s, st.reason)
-		t.kept[st.reason]++
-	case placeHold:
-		// Nothing is held after shutdown: the span passes undecided.
-		t.undecided[causeShutdown]++
-	default:
-		t.kept[reasonOutsideStep]++
+		p.mark(s, rec.kind, reason)
+		return true
 	}
-	return true
+	if !anyDropped {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, s := range ss.Spans().All() {
+				next(s)
+			}
+		}
+		return false
+	}
+	rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+		ss.Spans().RemoveIf(func(s ptrace.Span) bool { return !next(s) })
+		return ss.Spans().Len() == 0
+	})
+	return rs.ScopeSpans().Len() == 0
 }
 
-// markKept says why a span of a kept step was kept, unless an earlier
-// processor (rank_strategy) already did.
-func markKept(s ptrace.Span, r keepReason) {
+// mark counts a kept span and says why it was kept, unless an earlier
+// processor (rank_strategy) already did; a span outside every step is
+// passed untouched.
+func (p *stepSamplingProcessor) mark(s ptrace.Span, kind placeKind, r keepReason) {
+	p.t.kept[r]++
+	if kind != placeInStep {
+		return
+	}
 	attrs := s.Attributes()
 	if _, ok := attrs.Get(attrkey.KeptReason); !ok {
 		attrs.PutStr(attrkey.KeptReason, r.String())
 	}
 }
 
-// hold moves a resource, some of whose spans wait for their step span, out
-// of the batch whole. Its dropped spans are gone at once; its kept spans
-// are moved on with the held spans decided in this batch.
-func (p *stepSamplingProcessor) hold(id rankIdentity, rs ptrace.ResourceSpans, places []spanPlace, b *batch, now time.Duration, t *tally) {
-	c := steps.NewChunk(rs, id, now)
-	rh := p.held.rank(id.key)
-	held := 0
-	k := 0
-	sss := c.RS.ScopeSpans()
-	for i := 0; i < sss.Len(); i++ {
-		spans := sss.At(i).Spans()
-		for j := 0; j < spans.Len(); j++ {
-			pl := places[k]
-			switch {
-			case pl.kind == placeHold:
-				p.held.hold(rh, c.Hold(k, i, spans.At(j)))
-				held++
-			case pl.kind == placeInStep && !b.steps[pl.step].keep:
-				t.dropped++
-			default:
-				// Kept with this batch: held until emitResolved moves it.
-				b.resolved = append(b.resolved, resolvedRef{ref: c.Hold(k, i, spans.At(j)), place: pl})
-			}
-			k++
-		}
-	}
-	c.Placed()
-	p.held.add(c)
-	t.held += int64(held)
+// passUndecided passes a span that waited in vain on, untouched.
+func (p *stepSamplingProcessor) passUndecided(h steps.Held, cause undecidedCause) {
+	p.out.Add(h)
+	p.t.undecided[cause]++
 }
 
-// emitResolved moves the kept spans of held chunks decided in this batch
-// into the batch, and lets the dropped ones go.
-func (p *stepSamplingProcessor) emitResolved(rss ptrace.ResourceSpansSlice, b *batch, t *tally) {
-	if len(b.resolved) == 0 {
-		return
+// isError: status ERROR, or force-closed at shutdown (nemo.span.truncated).
+func isError(s ptrace.Span) bool {
+	if s.Status().Code() == ptrace.StatusCodeError {
+		return true
 	}
-	b.mover.Reset(rss)
-	for _, r := range b.resolved {
-		keep, reason := true, reasonOutsideStep
-		if r.place.kind == placeInStep {
-			st := &b.steps[r.place.step]
-			keep, reason = st.keep, st.reason
-		}
-		if keep {
-			s, _ := r.ref.Move(&b.mover)
-			if r.place.kind == placeInStep {
-				markKept(s, reason)
-			}
-			t.kept[reason]++
-		} else {
-			t.dropped++
-		}
-		if r.held {
-			p.held.settle(r.ref)
-			t.held--
-		} else {
-			r.ref.Release()
-		}
-	}
-	b.mover.Reset(ptrace.ResourceSpansSlice{})
+	return pdatautil.Truncated(s)
 }
 
-// enforceBudget passes the oldest held spans on undecided while more than
-// max_buffered_spans are held.
-func (p *stepSamplingProcessor) enforceBudget(rss ptrace.ResourceSpansSlice, t *tally) {
-	for p.held.count > p.maxHeld {
-		c := p.held.oldest()
-		if c == nil {
-			return
-		}
-		n := int64(p.held.passOn(c, rss))
-		p.held.pop()
-		t.undecided[causeBufferFull] += n
-		t.held -= n
-	}
+// isStraggler: rank_strategy kept the span's step as a straggler.
+func isStraggler(s ptrace.Span) bool {
+	v, ok := s.Attributes().Get(attrkey.KeptReason)
+	return ok && v.Type() == pcommon.ValueTypeStr && v.Str() == attrkey.KeptStraggler
 }

@@ -4,7 +4,7 @@
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
@@ -25,11 +25,11 @@ type keptExceptions struct {
 // of the run id and the iteration. It keeps at most about 2 x limit ranks.
 // Not safe for concurrent use.
 type exceptionMemory struct {
-	ranks *stepbusy.Generations[steps.Rank, *keptExceptions]
+	ranks *boundedmap.Map[steps.Rank, *keptExceptions]
 }
 
 func newExceptionMemory(limit int) *exceptionMemory {
-	return &exceptionMemory{ranks: stepbusy.NewGenerations[steps.Rank, *keptExceptions](limit)}
+	return &exceptionMemory{ranks: boundedmap.New[steps.Rank, *keptExceptions](limit)}
 }
 
 // lookup says whether the rank's step was kept outside the sample, and why.
@@ -48,11 +48,7 @@ func (m *exceptionMemory) lookup(rank steps.Rank, iteration int64) (keepReason, 
 
 // remember notes that the rank's step was kept outside the sample.
 func (m *exceptionMemory) remember(rank steps.Rank, iteration int64, r keepReason) {
-	k, ok := m.ranks.Get(rank)
-	if !ok {
-		k = &keptExceptions{}
-		m.ranks.Put(rank, k)
-	}
+	k := m.ranks.GetOrNew(rank, func() *keptExceptions { return &keptExceptions{} })
 	for i := range k.n {
 		if k.iterations[i] == iteration {
 			return

@@ -5,7 +5,6 @@ package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/proce
 
 import (
 	"context"
-	"slices"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
@@ -42,10 +40,9 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		SampleRate:       1,
 		RunIDKey:         attrkey.RunID,
-		RankKeys:         slices.Clone(rankattr.DefaultRankKeys),
-		GroupKeys:        slices.Clone(rankattr.DefaultGroupKeys),
+		Keys:             steps.DefaultKeys(),
 		Spans:            steps.DefaultSpans(),
-		SpanWait:         steps.DefaultDecisionWait,
+		Waits:            steps.DefaultWaits(),
 		MaxBufferedSpans: defaultMaxBufferedSpans,
 	}
 }

@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/spantest"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 
@@ -156,7 +156,7 @@ type seenSpan struct {
 func collect(sink *consumertest.TracesSink) []seenSpan {
 	var out []seenSpan
 	for _, td := range sink.AllTraces() {
-		for _, s := range pdatautil.Spans(td) {
+		for _, s := range spantest.All(td) {
 			id := lensfixture.ParseSpanID(s.SpanID())
 			seen := seenSpan{
 				kind: id.Kind, rank: id.Rank, it: id.Iteration,
@@ -239,11 +239,8 @@ func (h *harness) send(t *testing.T, batches ...ptrace.Traces) {
 	}
 }
 
-func (h *harness) heldSpans() int {
-	h.p.mu.Lock()
-	defer h.p.mu.Unlock()
-	return h.p.held.count
-}
+// heldSpans is the spans waiting for their step span.
+func (h *harness) heldSpans() int { return int(h.p.held.Load()) }
 
 func sampledConfig(rate float64) *Config {
 	cfg := createDefaultConfig().(*Config)

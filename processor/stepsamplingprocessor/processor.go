@@ -5,186 +5,201 @@ package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/proce
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
-// stepSamplingProcessor keeps the sampled steps of every rank. It is safe
-// for concurrent use: ConsumeTraces from several receivers, and the ticker
-// that passes on held spans whose wait is over.
-//
-// This file receives batches and runs the ticker; place.go ties spans to
-// their steps through internal/steps' placer; decide.go decides steps (the
-// sample) and carries the decisions out; held.go keeps the spans that wait
-// for their step span.
+// none is what the processor remembers of a decided step: it decides rank
+// steps itself, as their step spans come.
+type none = struct{}
+
+// stepSamplingProcessor keeps the sampled steps of every rank. The step
+// engine (internal/steps) places every span in its rank's step; this
+// processor is its listener and keeps only its policy: a rank step is kept
+// when its iteration is in the sample, or it holds an error or a straggler
+// (decide.go). Spans whose step span has not come wait in the engine; when
+// it comes, they are passed on at once in a request of their own
+// (steps.Output), sent again until the next consumer takes it. It is safe
+// for concurrent use: batches from several receivers, and the engine's
+// ticker.
 type stepSamplingProcessor struct {
-	keepAll   bool
-	sampler   *stepSampler
-	reader    rankReader
-	spans     steps.Recognizer
-	wait      time.Duration
-	maxHeld   int
-	clk       clock.Clock
-	epoch     time.Time
-	logger    *zap.Logger
-	next      consumer.Traces
-	telemetry *telemetry
+	steps.Base[steps.Held, none]
+	keepAll  bool
+	sampler  *stepSampler
+	reader   *steps.Reader
+	runIDKey string
+	maxHeld  int
+	engine   *steps.Engine[steps.Held, none]
+	logger   *zap.Logger
+	out      *steps.Output
+	tel      *telemetry
 
-	mu           sync.Mutex
-	closed       bool
-	placer       *stepbusy.Timeline[steps.Rank]
-	memory       *exceptionMemory
-	held         heldStore
-	scratch      *batch
-	stepSeen     bool
-	warnedNoStep bool
-
-	loop *clock.Loop
+	// Under the engine's lock.
+	memory *exceptionMemory
+	b      batch
+	t      tally
+	ticked tally
+	// held counts the spans waiting for their step span, for the tests and
+	// the budget's message.
+	held atomic.Int64
 }
 
 // newStepSamplingProcessor builds the processor of a config the collector
 // validated.
 func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer.Traces, clk clock.Clock) (*stepSamplingProcessor, error) {
-	recognizer, err := steps.NewRecognizer(cfg.Spans, nil)
-	if err != nil {
-		return nil, fmt.Errorf("step_sampling: %w", err)
-	}
 	tel, err := newTelemetry(set.TelemetrySettings)
 	if err != nil {
 		return nil, fmt.Errorf("step_sampling: %w", err)
 	}
-	return &stepSamplingProcessor{
-		keepAll:   cfg.keepsAll(),
-		sampler:   newStepSampler(cfg),
-		reader:    newRankReader(cfg.RunIDKey, cfg.RankKeys, cfg.GroupKeys),
-		spans:     recognizer,
-		wait:      cfg.SpanWait,
-		maxHeld:   cfg.MaxBufferedSpans,
-		clk:       clk,
-		epoch:     clk.Now(),
-		logger:    set.Logger,
-		next:      next,
-		telemetry: tel,
-		placer:    stepbusy.NewTimeline[steps.Rank](steps.MaxRememberedRanks),
-		memory:    newExceptionMemory(steps.MaxRememberedRanks),
-		held:      newHeldStore(),
-		scratch:   newBatch(),
-	}, nil
+	groupKeys := cfg.GroupKeys
+	if !slices.Contains(groupKeys, cfg.RunIDKey) {
+		groupKeys = append([]string{cfg.RunIDKey}, groupKeys...)
+	}
+	p := &stepSamplingProcessor{
+		keepAll:  cfg.keepsAll(),
+		sampler:  newStepSampler(cfg),
+		reader:   steps.NewReader(cfg.RankKeys, nil, groupKeys),
+		runIDKey: cfg.RunIDKey,
+		maxHeld:  cfg.MaxBufferedSpans,
+		logger:   set.Logger,
+		out:      steps.NewOutput(next),
+		tel:      tel,
+		memory:   newExceptionMemory(steps.MaxRememberedRanks),
+		b:        newBatch(),
+	}
+	p.engine, err = steps.New(steps.Config{
+		Spans: cfg.Spans, Waits: cfg.Waits,
+		OverBudget: func(n steps.Counts) bool { return n.Waiting > cfg.MaxBufferedSpans },
+	}, p, clk, set.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("step_sampling: %w", err)
+	}
+	return p, nil
 }
 
-// now is the processor's monotonic time.
-func (p *stepSamplingProcessor) now() time.Duration { return p.clk.Now().Sub(p.epoch) }
+// errFull refuses a batch while the spans passed on cannot be: the next
+// consumer refuses them, and max_buffered_spans of them wait already.
+var errFull = errors.New("step_sampling: max_buffered_spans of acknowledged spans wait for the next consumer to take them; retry later")
 
 func (p *stepSamplingProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
 	if p.keepAll {
 		return td, nil
 	}
+	if p.out.Unsent() > p.maxHeld {
+		return td, errFull
+	}
 	var t tally
-	p.mu.Lock()
-	p.consume(td.ResourceSpans(), &t)
-	p.mu.Unlock()
-	p.telemetry.record(ctx, &t)
+	_, ok := p.engine.Consume(func(eb *steps.Batch[steps.Held, none]) {
+		p.consume(eb, td.ResourceSpans())
+		p.out.Ready()
+		t, p.t = p.t, tally{}
+	})
+	if ok {
+		// The spans that waited and whose step span came with this batch,
+		// in a request of their own: if it fails they are sent again at
+		// the next tick, not lost with this batch's own request.
+		_ = p.send(ctx, &t) // refused: logged, counted, and sent again at the next tick
+	}
+	p.tel.record(ctx, &t)
 	if td.ResourceSpans().Len() == 0 {
 		return td, processorhelper.ErrSkipProcessingData
 	}
 	return td, nil
 }
 
-// consume decides what it can of the batch at once: most spans come with
-// their step span. The rest is held; held spans whose step span came now
-// join the batch if kept.
-func (p *stepSamplingProcessor) consume(rss ptrace.ResourceSpansSlice, t *tally) {
-	b := p.scratch
-	b.reset()
-	p.placeBatch(rss, b)
-	p.decideSteps(b)
-	p.applyBatch(rss, b, p.now(), t)
-	p.emitResolved(rss, b, t)
-	p.enforceBudget(rss, t)
+// consume walks the batch's resources with the engine, decides their rank
+// steps and carries the decisions out.
+func (p *stepSamplingProcessor) consume(eb *steps.Batch[steps.Held, none], rss ptrace.ResourceSpansSlice) {
+	b := &p.b
+	b.reset(rss)
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		attrs := rs.Resource().Attributes()
+		id, status := p.reader.Read(attrs)
+		b.begin(rs, status == rankattr.Valid, p.runIDOf(attrs), eb.Now())
+		if status == rankattr.Valid {
+			eb.Walk(rs, id, true)
+		}
+		b.end()
+	}
+	p.decideSteps()
+	p.apply(rss)
+}
+
+// runIDOf is the run id the sample hashes: an int run id and its decimal
+// string are one run.
+func (p *stepSamplingProcessor) runIDOf(attrs pcommon.Map) string {
+	v, ok := attrs.Get(p.runIDKey)
+	if !ok {
+		return ""
+	}
+	var num [20]byte
+	return rankattr.GroupValue(v, num[:0])
 }
 
 func (p *stepSamplingProcessor) start(context.Context, component.Host) error {
-	if p.keepAll {
-		return nil
+	if !p.keepAll {
+		p.engine.Start(0)
 	}
-	p.loop = clock.StartLoop(p.clk, clock.TickEvery(p.wait), func() { p.tick(context.Background()) })
 	return nil
 }
 
-// tick passes on, undecided, the held spans whose span_wait is over.
-func (p *stepSamplingProcessor) tick(ctx context.Context) {
-	var t tally
-	td := ptrace.NewTraces()
-	p.mu.Lock()
-	through := p.now() - p.wait
-	for c := p.held.oldest(); c != nil && c.Arrival <= through; c = p.held.oldest() {
-		n := int64(p.held.passOn(c, td.ResourceSpans()))
-		p.held.pop()
-		t.undecided[causeWaitExpired] += n
-		t.held -= n
+// shutdown passes on everything held before returning.
+func (p *stepSamplingProcessor) shutdown(context.Context) error {
+	var err error
+	if !p.keepAll {
+		err = p.engine.Shutdown()
 	}
-	p.held.sweep()
-	warn := t.undecided[causeWaitExpired] > 0 && !p.stepSeen && !p.warnedNoStep
-	if warn {
-		p.warnedNoStep = true
-	}
-	p.mu.Unlock()
-	if warn {
-		p.logger.Warn("no span named in step_span_names with a usable iteration_attribute has come yet, "+
-			"so spans are held for span_wait and then passed on undecided; logged once",
-			zap.Strings("step_span_names", p.spans.StepSpanNames()),
-			zap.String("iteration_attribute", p.spans.IterationAttribute()),
-			zap.Int64("spans", t.undecided[causeWaitExpired]),
-			zap.String("fix", "check step_span_names and iteration_attribute"))
-	}
-	_ = p.send(ctx, td, causeWaitExpired)
-	p.telemetry.record(ctx, &t)
-}
-
-// shutdown stops the ticker and passes on everything held before returning.
-func (p *stepSamplingProcessor) shutdown(ctx context.Context) error {
-	p.loop.Stop()
-	var t tally
-	td := ptrace.NewTraces()
-	p.mu.Lock()
-	p.closed = true
-	for c := p.held.oldest(); c != nil; c = p.held.oldest() {
-		n := int64(p.held.passOn(c, td.ResourceSpans()))
-		p.held.pop()
-		t.undecided[causeShutdown] += n
-		t.held -= n
-	}
-	p.mu.Unlock()
-	err := p.send(ctx, td, causeShutdown)
-	p.telemetry.record(ctx, &t)
-	p.telemetry.shutdown()
+	p.tel.shutdown()
 	if err != nil {
 		return fmt.Errorf("step_sampling: pass on held spans at shutdown: %w", err)
 	}
 	return nil
 }
 
-// send passes on held spans undecided, for the reason cause.
-func (p *stepSamplingProcessor) send(ctx context.Context, td ptrace.Traces, cause undecidedCause) error {
-	if td.ResourceSpans().Len() == 0 {
-		return nil
-	}
-	if err := p.next.ConsumeTraces(ctx, td); err != nil {
-		p.logger.Error("the next consumer refused held spans passed on undecided",
-			zap.String("cause", cause.String()), zap.Int("spans", td.SpanCount()), zap.Error(err))
+// Tick: the spans that waited span_wait in vain were passed on undecided
+// (Resolved); they go out now.
+func (p *stepSamplingProcessor) Tick(time.Time, bool) {
+	p.out.Ready()
+	p.ticked, p.t = p.t, tally{}
+}
+
+// Send sends what the tick released, and what the next consumer refused
+// before.
+func (p *stepSamplingProcessor) Send(_ *steps.Stats, final bool) error {
+	t := p.ticked
+	ctx := context.Background()
+	err := p.send(ctx, &t)
+	p.tel.record(ctx, &t)
+	if final {
 		return err
 	}
 	return nil
+}
+
+// send passes the released spans on; what the next consumer refuses is sent
+// again at the next tick.
+func (p *stepSamplingProcessor) send(ctx context.Context, t *tally) error {
+	refused, err := p.out.Send(ctx)
+	if err != nil {
+		t.sendFailed += int64(refused)
+		p.logger.Error("the next consumer refused spans that waited for their step span; they are sent again at the next tick",
+			zap.Int("spans", refused), zap.Error(err))
+	}
+	return err
 }

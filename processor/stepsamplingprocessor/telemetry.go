@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor/internal/metadata"
 )
 
@@ -30,11 +31,11 @@ const (
 func (r keepReason) String() string {
 	switch r {
 	case reasonSampledStep:
-		return "sampled_step"
+		return attrkey.KeptSampledStep
 	case reasonError:
-		return "error"
+		return attrkey.KeptError
 	case reasonStraggler:
-		return "straggler"
+		return attrkey.KeptStraggler
 	case reasonOutsideStep:
 		return "outside_step"
 	default:
@@ -72,6 +73,8 @@ type tally struct {
 	dropped   int64
 	held      int64 // the change in spans held
 	undecided [numCauses]int64
+	// sendFailed are spans the next consumer refused (sent again later).
+	sendFailed int64
 }
 
 // telemetry records tallies; the metric attributes are built once.
@@ -107,6 +110,9 @@ func (tm *telemetry) record(ctx context.Context, t *tally) {
 	}
 	if t.held != 0 {
 		tm.tb.ProcessorStepSamplingSpansHeld.Add(ctx, t.held)
+	}
+	if t.sendFailed > 0 {
+		tm.tb.ProcessorStepSamplingSendFailed.Add(ctx, t.sendFailed)
 	}
 	for c := range numCauses {
 		if n := t.undecided[c]; n > 0 {

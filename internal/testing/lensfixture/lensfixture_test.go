@@ -16,6 +16,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 func TestRankAttributes(t *testing.T) {
@@ -61,7 +62,7 @@ func TestStepIsSynchronous(t *testing.T) {
 				Step:    Step{GradSync: 30 * time.Millisecond, Optimizer: 20 * time.Millisecond, RecvWait: 5 * time.Millisecond, MicroBatches: 3},
 				Compute: func(rank, _ int64) time.Duration { return time.Duration(100+100*rank) * time.Millisecond },
 			}
-			waits, err := stepbusy.ParsePatterns(stepbusy.DefaultWaitSpans())
+			waits, err := steps.ParsePatterns(steps.DefaultWaitSpans())
 			require.NoError(t, err)
 			td := run.Iteration(7)
 			require.Equal(t, 4, td.ResourceSpans().Len())

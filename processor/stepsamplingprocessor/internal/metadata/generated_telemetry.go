@@ -26,6 +26,7 @@ type TelemetryBuilder struct {
 	meter                               metric.Meter
 	mu                                  sync.Mutex
 	registrations                       []metric.Registration
+	ProcessorStepSamplingSendFailed     metric.Int64Counter
 	ProcessorStepSamplingSpansDropped   metric.Int64Counter
 	ProcessorStepSamplingSpansHeld      metric.Int64UpDownCounter
 	ProcessorStepSamplingSpansKept      metric.Int64Counter
@@ -61,6 +62,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ProcessorStepSamplingSendFailed, err = builder.meter.Int64Counter(
+		"otelcol_processor_step_sampling_send_failed",
+		metric.WithDescription("Spans that waited for their step span which the next consumer refused when they were passed on; they are kept and sent again at the next tick. [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorStepSamplingSpansDropped, err = builder.meter.Int64Counter(
 		"otelcol_processor_step_sampling_spans_dropped",
 		metric.WithDescription("Spans dropped with their step, which the sample did not keep. [Alpha]"),

@@ -19,10 +19,14 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.ProcessorStepSamplingSendFailed.Add(context.Background(), 1)
 	tb.ProcessorStepSamplingSpansDropped.Add(context.Background(), 1)
 	tb.ProcessorStepSamplingSpansHeld.Add(context.Background(), 1)
 	tb.ProcessorStepSamplingSpansKept.Add(context.Background(), 1)
 	tb.ProcessorStepSamplingSpansUndecided.Add(context.Background(), 1)
+	AssertEqualProcessorStepSamplingSendFailed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorStepSamplingSpansDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())

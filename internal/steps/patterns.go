@@ -1,7 +1,7 @@
 // Copyright The otelcol-nemo Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package stepbusy // import "github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+package steps // import "github.com/nemo-lens/otelcol-nemo/internal/steps"
 
 import (
 	"errors"

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -50,35 +51,47 @@ type rankLabels struct {
 	node []label
 }
 
-// identity reads a rank's identity from its resource attributes the way
-// rank_strategy does (steps.Reader), and the labels of its series.
+// identity reads the labels of a rank's series from its resource.
 type identity struct {
-	reader                             *steps.Reader
 	rankKeys, localRankKeys, groupKeys []string
 }
 
 func newIdentity(cfg *Config) identity {
-	return identity{
-		reader:   steps.NewReader(cfg.RankKeys, cfg.WorldSizeKeys, cfg.GroupKeys),
-		rankKeys: cfg.RankKeys, localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys,
-	}
+	return identity{rankKeys: cfg.RankKeys, localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys}
 }
 
-// rankOf is the resource's rank and the world size it reports (0 when
-// none); reason says why there is no usable rank.
-func (id identity) rankOf(attrs pcommon.Map) (steps.Identity, skipReason) {
-	rank, status := id.reader.Read(attrs)
-	switch status {
-	case rankattr.Missing:
-		return rank, skipMissingRank
-	case rankattr.Invalid:
-		return rank, skipInvalidRank
-	}
-	return rank, skipNone
+// rankIndex keeps every rank's labels, read from its resource at its step
+// spans, for its points and the stall records.
+type rankIndex struct {
+	id    identity
+	ranks *boundedmap.Map[steps.Rank, *rankLabels]
+	// The resource read last (steps.Resource.Seq) and its rank's labels:
+	// a resource holds many step spans of one rank.
+	seq uint64
+	cur *rankLabels
 }
 
-// groupHash identifies a resource's run and group.
-func (id identity) groupHash(attrs pcommon.Map) uint64 { return id.reader.Group(attrs) }
+func newRankIndex(cfg *Config) *rankIndex {
+	return &rankIndex{id: newIdentity(cfg), ranks: boundedmap.New[steps.Rank, *rankLabels](steps.MaxRememberedRanks)}
+}
+
+// atStep reads the labels of the resource's rank at one of its step spans,
+// once per resource.
+func (x *rankIndex) atStep(r *steps.Resource) *rankLabels {
+	if x.cur != nil && x.seq == r.Seq {
+		return x.cur
+	}
+	prev, _ := x.ranks.Get(r.Rank)
+	l := x.id.labelsFor(prev, r.Attrs, r.Rank.Rank)
+	if l != prev {
+		x.ranks.Put(r.Rank, l)
+	}
+	x.seq, x.cur = r.Seq, l
+	return l
+}
+
+// get is a rank's labels, false when none is known.
+func (x *rankIndex) get(rank steps.Rank) (*rankLabels, bool) { return x.ranks.Get(rank) }
 
 // labelsFor returns prev when it still describes the resource (the common
 // case: one comparison per attribute, no allocation) and new labels

@@ -1,7 +1,7 @@
 // Copyright The otelcol-nemo Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package stepbusy // import "github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+package steps // import "github.com/nemo-lens/otelcol-nemo/internal/steps"
 
 // Place says where a span of a rank belongs, by its start time.
 type Place uint8
@@ -20,28 +20,18 @@ const (
 // timelineSteps is how many recent steps a rank's timeline remembers.
 const timelineSteps = 4
 
-// Timeline remembers every rank's last few step spans, so that its other
-// spans can be tied to their step by start time. A rank's steps run one
-// after another, and a span of a step starts within the step span (it may
-// end after it, as an asynchronous span does), so the step span that covers
-// a span's start is its step; this needs no parent links and holds nothing
-// per span. Step spans of one rank are exported in the order they end, so a
-// span whose step has not been seen yet waits for it (Unknown) until a later
-// step shows it belonged to none (Outside).
-//
-// Like History it keeps at most about 2 x limit ranks in two generations.
-// Not safe for concurrent use.
-type Timeline[K comparable] struct {
-	ranks Generations[K, *RankSteps]
-}
-
 type stepSpan struct {
 	iteration, start, end int64
 }
 
-// RankSteps is one rank's timeline: a ring of its last step spans. A
-// component that places many spans of one resource looks the rank up once
-// (Timeline.Rank) and places them here.
+// RankSteps is one rank's timeline, its last few step spans, so that its
+// other spans can be tied to their step by start time. A rank's steps run
+// one after another, and a span of a step starts within the step span (it
+// may end after it, as an asynchronous span does), so the step span that
+// covers a span's start is its step; this needs no parent links and holds
+// nothing per span. Step spans of one rank are exported in the order they
+// end, so a span whose step has not been seen yet waits for it (Unknown)
+// until a later step shows it belonged to none (Outside).
 type RankSteps struct {
 	steps [timelineSteps]stepSpan
 	n     int // steps recorded, at most timelineSteps
@@ -49,24 +39,6 @@ type RankSteps struct {
 	// latestStart is the latest step start seen.
 	latestStart int64
 }
-
-// NewTimeline remembers the recent steps of up to about 2 x limit ranks.
-func NewTimeline[K comparable](limit int) *Timeline[K] {
-	return &Timeline[K]{ranks: *NewGenerations[K, *RankSteps](limit)}
-}
-
-// Rank is rank's timeline, created when new.
-func (tl *Timeline[K]) Rank(rank K) *RankSteps {
-	if r, ok := tl.ranks.Get(rank); ok {
-		return r
-	}
-	r := &RankSteps{}
-	tl.ranks.insert(rank, r)
-	return r
-}
-
-// Len is the number of ranks remembered.
-func (tl *Timeline[K]) Len() int { return tl.ranks.Len() }
 
 // Add records a step span [start, end) (ns): a span starting at its end
 // belongs to the next step, which starts there in synchronous training. A

@@ -1,7 +1,8 @@
 // Copyright The otelcol-nemo Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pdatautil
+// Package spantest reads batches of spans back, in tests.
+package spantest // import "github.com/nemo-lens/otelcol-nemo/internal/testing/spantest"
 
 import (
 	"iter"
@@ -10,10 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// Spans yields every span of td with its resource, in order: for reading a
-// batch back (tests, checks). Code that moves or filters spans walks the
-// slices itself, as it needs their indexes.
-func Spans(td ptrace.Traces) iter.Seq2[pcommon.Resource, ptrace.Span] {
+// All yields every span of td with its resource, in order.
+func All(td ptrace.Traces) iter.Seq2[pcommon.Resource, ptrace.Span] {
 	return func(yield func(pcommon.Resource, ptrace.Span) bool) {
 		rss := td.ResourceSpans()
 		for i := range rss.Len() {

@@ -1,0 +1,186 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
+
+import (
+	"time"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+)
+
+// maxRememberedRuns bounds the runs whose straggler counts are kept (about
+// twice this many); a run forgotten and seen again starts its count over,
+// with a new start time.
+const maxRememberedRuns = 4096
+
+// stepMetrics turns the engine's decided steps into data points: per rank
+// and step its duration, busy and wait time and scores (or, with interval,
+// their last, smallest and largest value per interval), and per run the
+// count of straggler rank steps. Called under the engine's lock.
+type stepMetrics struct {
+	thresholds stepbusy.Thresholds
+	wait       time.Duration
+	interval   time.Duration
+	ranks      *rankIndex
+	out        *pointWriter
+	aggs       map[steps.Rank]*rankAgg
+	runs       *boundedmap.Map[uint64, *runCount]
+	lastFlush  time.Time
+}
+
+// newStepMetrics counts intervals from start.
+func newStepMetrics(cfg *Config, ranks *rankIndex, out *pointWriter, start time.Time) *stepMetrics {
+	return &stepMetrics{
+		lastFlush:  start,
+		thresholds: cfg.Thresholds(0),
+		wait:       cfg.DecisionWait,
+		interval:   cfg.Interval,
+		ranks:      ranks,
+		out:        out,
+		aggs:       make(map[steps.Rank]*rankAgg),
+		runs:       boundedmap.New[uint64, *runCount](maxRememberedRuns),
+	}
+}
+
+// decided emits (or aggregates) the points of every rank the step decided
+// and counts its stragglers in the run.
+func (m *stepMetrics) decided(d *steps.Decision[none]) {
+	var stragglers, lastEnd int64
+	var first *rankLabels
+	for i := range d.Ranks {
+		r := &d.Ranks[i]
+		key := steps.Rank{Group: d.Step.Group, Rank: r.Score.Rank}
+		labels, ok := m.ranks.get(key)
+		if !ok {
+			continue // forgotten since its step span: too many ranks
+		}
+		if first == nil {
+			first = labels
+		}
+		if m.thresholds.Straggles(r.Score) {
+			stragglers++
+		}
+		m.observe(key, labels, r)
+		lastEnd = max(lastEnd, r.End)
+	}
+	if first != nil {
+		m.countStragglers(d.Step.Group, first, stragglers, d.Ranks[0].Start, lastEnd)
+	}
+}
+
+// stepValues are a rank step's gauge values, in seconds and scores.
+type stepValues [numGauges]float64
+
+func valuesOf(r *steps.RankStep) stepValues {
+	s := r.Score
+	return stepValues{
+		gDuration:   seconds(r.End - r.Start),
+		gBusy:       seconds(s.Busy),
+		gWait:       seconds(r.End - r.Start - s.Busy),
+		gRelative:   stepbusy.Round3(s.Relative),
+		gIndividual: stepbusy.Round3(s.Individual),
+	}
+}
+
+func seconds(ns int64) float64 { return float64(ns) / 1e9 }
+
+// observe emits a rank step's points, or adds it to the rank's interval.
+func (m *stepMetrics) observe(key steps.Rank, labels *rankLabels, r *steps.RankStep) {
+	v := valuesOf(r)
+	if m.interval <= 0 {
+		for g, x := range v {
+			m.out.gauge(gaugeID(g, vLast), labels, r.End, x)
+		}
+		return
+	}
+	a := m.aggs[key]
+	first := a == nil
+	if first {
+		a = &rankAgg{}
+		m.aggs[key] = a
+	}
+	a.labels = labels
+	a.add(v, r.End, first)
+}
+
+// tick flushes the interval when it is over, and at the last tick.
+func (m *stepMetrics) tick(now time.Time, final bool) {
+	if m.interval <= 0 {
+		return
+	}
+	if final || now.Sub(m.lastFlush) >= m.interval {
+		m.flush()
+		m.lastFlush = now
+	}
+}
+
+// rankAgg is a rank's steps over the current interval: per gauge the last,
+// smallest and largest value.
+type rankAgg struct {
+	labels *rankLabels
+	vals   [numGauges][numVariants]float64
+	last   int64 // end of the latest step, the points' timestamp
+}
+
+func (a *rankAgg) add(v stepValues, end int64, first bool) {
+	for g, x := range v {
+		agg := &a.vals[g]
+		if first {
+			agg[vMin], agg[vMax] = x, x
+		} else {
+			agg[vMin], agg[vMax] = min(agg[vMin], x), max(agg[vMax], x)
+		}
+		// The latest step wins; a late rank's older step does not.
+		if first || end >= a.last {
+			agg[vLast] = x
+		}
+	}
+	a.last = max(a.last, end)
+}
+
+// flush emits every rank's interval, last, min and max of each gauge, and
+// the straggler counts of the runs that had steps in it.
+func (m *stepMetrics) flush() {
+	for key, a := range m.aggs {
+		for g := range numGauges {
+			for variant := range numVariants {
+				m.out.gauge(gaugeID(g, variant), a.labels, a.last, a.vals[g][variant])
+			}
+		}
+		delete(m.aggs, key)
+	}
+	m.runs.All(func(_ uint64, run *runCount) {
+		if run.dirty {
+			m.out.stragglers(run)
+			run.dirty = false
+		}
+	})
+}
+
+// runCount is a run's cumulative count of straggler rank steps.
+type runCount struct {
+	service string
+	group   []label
+	count   int64
+	// start is the start of the first step counted, last the end of the
+	// latest: the Sum's start time and time.
+	start, last int64
+	dirty       bool
+}
+
+// countStragglers adds a decided step's stragglers to its run's count and,
+// without interval, emits the count.
+func (m *stepMetrics) countStragglers(group uint64, l *rankLabels, n, start, end int64) {
+	run := m.runs.GetOrNew(group, func() *runCount { return &runCount{start: start} })
+	run.service, run.group = l.service, l.group
+	run.count += n
+	run.last = max(run.last, end)
+	run.dirty = true
+	if m.interval <= 0 {
+		m.out.stragglers(run)
+		run.dirty = false
+	}
+}

@@ -1,0 +1,167 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package steps // import "github.com/nemo-lens/otelcol-nemo/internal/steps"
+
+import (
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
+	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+)
+
+// MaxRememberedRanks bounds the ranks whose state between batches (recent
+// steps, busy times, waiting spans) an engine remembers: about twice this
+// many, in two generations.
+const MaxRememberedRanks = 65536
+
+// DefaultDecidedSize is how many decided steps an engine remembers unless
+// told otherwise, so that a rank or span arriving after its step's decision
+// follows it.
+const DefaultDecidedSize = 16384
+
+// Config is what an Engine needs besides its listener.
+type Config struct {
+	// Spans name the step spans; WaitSpans the spans a rank waits in
+	// (Scoring.WaitSpans).
+	Spans     Spans
+	WaitSpans []string
+	// Waits: how long a step stays open (decision_wait) and how long a span
+	// waits for its step span (span_wait, Waits.Span).
+	Waits Waits
+	// Scores opens a step at its first step span and decides and scores it
+	// (Listener.Decided); without it the engine only places spans.
+	Scores bool
+	// History is how many of a rank's recent busy times its individual
+	// score compares with.
+	History int
+	// DecidedSize is how many decided steps are remembered (0:
+	// DefaultDecidedSize).
+	DecidedSize int
+	// OverBudget says whether the engine and its listener hold too much:
+	// then the oldest open step is decided early, or the spans that waited
+	// longest for their step span give up, until it says no. nil: no
+	// budget beyond span_wait.
+	OverBudget func(Counts) bool
+	// KeyPrefix is where the step settings are in the component's config
+	// ("stragglers::"), for the messages the engine logs.
+	KeyPrefix string
+}
+
+// Counts are what an engine holds.
+type Counts struct {
+	// OpenRankSteps are the rank steps (one rank's step span) of open steps,
+	// Waits the wait intervals recorded in them.
+	OpenRankSteps, Waits int
+	// Waiting are the spans (or what is kept of them) waiting for their
+	// step span.
+	Waiting int
+}
+
+// Engine is the step engine a component runs: it reads a resource's rank
+// once, walks its spans once per batch and ties each to its rank's step by
+// start time (the step span, a compute or wait span in it, or outside every
+// step), keeps the open steps until every rank reported or decision_wait
+// is over, scores them on busy time, handles late ranks and its memory
+// budget, runs the ticker, and tells its Listener. It is safe for
+// concurrent use: batches from several receivers, and its ticker.
+type Engine[P, D any] struct {
+	cfg    Config
+	spans  Recognizer
+	clk    clock.Clock
+	epoch  time.Time
+	logger *zap.Logger
+	l      Listener[P, D]
+
+	mu      sync.Mutex
+	closed  bool
+	ranks   *boundedmap.Map[Rank, *rankState[P]]
+	open    *Table[Step, openStep[D]]
+	decided *Decided[Step, *decidedStep[D]]
+	history *stepbusy.History[Rank]
+	counts  Counts
+	stats   Stats
+	// stepSeen: a usable step span came; warnedNoStep: the engine said
+	// that none came while spans waited in vain.
+	stepSeen, warnedNoStep bool
+	batch                  Batch[P, D]
+	decideFn               func(*Open[Step, openStep[D]], Cause)
+
+	loop *clock.Loop
+}
+
+// rankState is what the engine knows of a rank between its batches.
+type rankState[P any] struct {
+	steps   RankSteps
+	waiting Waiting[waitingSpan[P]]
+}
+
+// waitingSpan is a span that waits for its step span: a wait interval for
+// the rank's busy time, and what the listener keeps of it.
+type waitingSpan[P any] struct {
+	iv     stepbusy.Interval
+	isWait bool
+	kept   bool
+	item   P
+	// seq is its resource's (Resource.Seq): the budget gives up the spans
+	// that waited longest one resource at a time.
+	seq uint64
+}
+
+// New returns an engine on clk that tells l. It starts its ticker at Start.
+func New[P, D any](cfg Config, l Listener[P, D], clk clock.Clock, logger *zap.Logger) (*Engine[P, D], error) {
+	spans, err := NewRecognizer(cfg.Spans, cfg.WaitSpans)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DecidedSize <= 0 {
+		cfg.DecidedSize = DefaultDecidedSize
+	}
+	e := &Engine[P, D]{
+		cfg: cfg, spans: spans, clk: clk, epoch: clk.Now(), logger: logger, l: l,
+		ranks:   boundedmap.New[Rank, *rankState[P]](MaxRememberedRanks),
+		open:    NewTable[Step, openStep[D]](cfg.Waits.DecisionWait),
+		decided: NewDecided[Step, *decidedStep[D]](cfg.DecidedSize),
+		history: stepbusy.NewHistory[Rank](cfg.History, MaxRememberedRanks),
+	}
+	e.batch.e = e
+	e.decideFn = e.decide
+	return e, nil
+}
+
+// Recognizer is the engine's: which spans are step and wait spans.
+func (e *Engine[P, D]) Recognizer() *Recognizer { return &e.spans }
+
+// now is the engine's monotonic time.
+func (e *Engine[P, D]) now() time.Duration { return e.clk.Now().Sub(e.epoch) }
+
+// Consume runs fn with the engine's lock held and a Batch to walk the
+// resources of one batch with, and returns what the engine did. It reports
+// false, without running fn, once the engine is shut down.
+func (e *Engine[P, D]) Consume(fn func(b *Batch[P, D])) (Stats, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return Stats{}, false
+	}
+	b := &e.batch
+	b.at = e.clk.Now()
+	b.arrival = b.at.Sub(e.epoch)
+	fn(b)
+	return e.takeStats(), true
+}
+
+func (e *Engine[P, D]) takeStats() Stats {
+	st := e.stats
+	e.stats = Stats{}
+	return st
+}
+
+// rank is a rank's state, created when new.
+func (e *Engine[P, D]) rank(r Rank) *rankState[P] {
+	return e.ranks.GetOrNew(r, func() *rankState[P] { return &rankState[P]{} })
+}

@@ -1,0 +1,221 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package steps // import "github.com/nemo-lens/otelcol-nemo/internal/steps"
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+)
+
+// Batch walks the resources of one batch, under the engine's lock (see
+// Engine.Consume); it is valid only inside Consume's function.
+type Batch[P, D any] struct {
+	e       *Engine[P, D]
+	at      time.Time
+	arrival time.Duration
+
+	// The resource being walked.
+	res     Resource
+	keep    bool
+	st      *rankState[P]
+	scopes  []ptrace.SpanSlice
+	pending []pendingRef
+}
+
+// Now is the engine's time of the batch.
+func (b *Batch[P, D]) Now() time.Duration { return b.arrival }
+
+// Skip counts the step and wait spans of a resource without a usable rank
+// (status Missing or Invalid).
+func (b *Batch[P, D]) Skip(rs ptrace.ResourceSpans, status rankattr.Status) {
+	reason := SkipMissingRank
+	if status == rankattr.Invalid {
+		reason = SkipInvalidRank
+	}
+	spans := &b.e.spans
+	for _, ss := range rs.ScopeSpans().All() {
+		for _, s := range ss.Spans().All() {
+			if name := s.Name(); spans.IsStep(name) || spans.IsWait(name) {
+				b.e.stats.Skipped[reason]++
+			}
+		}
+	}
+}
+
+// Walk ties every span of rs, a resource of the rank id, to its rank's
+// step, recording step and wait spans for the step's scores, and tells the
+// listener: Arrived for every span in batch order; with keep, Placed for
+// every span the rank's steps place now and Wait for the others, which
+// then wait for their step span (Resolved). Spans end, and so are
+// exported, children first: a step's spans come before its step span. So
+// each step span is recorded before the spans that precede it in its scope
+// are placed; that way a batch of many steps of a rank places each span
+// while its step is among the few the rank's timeline remembers. The engine
+// keeps within its budget after each resource.
+func (b *Batch[P, D]) Walk(rs ptrace.ResourceSpans, id Identity, keep bool) {
+	e := b.e
+	b.res = Resource{Identity: id, Seq: b.res.Seq + 1, Attrs: rs.Resource().Attributes(), Arrival: b.arrival, At: b.at}
+	b.keep = keep
+	b.st = e.rank(id.Rank)
+	// The scopes' span lists, taken first: a listener keeping spans may
+	// move the resource out of its batch while it is walked (Wait).
+	b.scopes = b.scopes[:0]
+	for _, ss := range rs.ScopeSpans().All() {
+		b.scopes = append(b.scopes, ss.Spans())
+	}
+	b.pending = b.pending[:0]
+	k := 0
+	for i, spans := range b.scopes {
+		next := 0 // the first span of the scope not placed yet
+		for j := 0; j < spans.Len(); j++ {
+			s := spans.At(j)
+			step := b.stepSpan(s)
+			e.l.Arrived(&b.res, s, step)
+			if !step.Is {
+				continue
+			}
+			b.addStep(s, step.Iteration)
+			b.resolve()
+			for ; next < j; next++ {
+				b.place(SpanRef{Span: spans.At(next), Index: k + next, Scope: i})
+			}
+			next = j + 1
+			if keep {
+				e.l.Placed(&b.res, SpanRef{Span: s, Index: k + j, Scope: i}, e.placement(b.res.StepOf(step.Iteration), KindStep))
+			}
+		}
+		for ; next < spans.Len(); next++ {
+			b.place(SpanRef{Span: spans.At(next), Index: k + next, Scope: i})
+		}
+		k += spans.Len()
+	}
+	b.settlePending()
+	clear(b.scopes)
+	b.st = nil
+	e.enforceBudget()
+}
+
+// stepSpan says whether s is a usable step span, counting one without a
+// usable iteration (it is placed like any other span).
+func (b *Batch[P, D]) stepSpan(s ptrace.Span) StepSpan {
+	spans := &b.e.spans
+	if !spans.IsStep(s.Name()) {
+		return StepSpan{}
+	}
+	iteration, ok := spans.Iteration(s)
+	if !ok {
+		b.e.stats.Skipped[SkipMissingIteration]++
+		return StepSpan{}
+	}
+	b.e.stepSeen = true
+	return StepSpan{Is: true, Iteration: iteration}
+}
+
+// addStep records a rank's step span: on its timeline, and in its open
+// step for the scores. A step span without a usable duration is neither.
+func (b *Batch[P, D]) addStep(s ptrace.Span, iteration int64) {
+	iv := IntervalOf(s)
+	if iv.End <= iv.Start {
+		b.e.stats.Skipped[SkipInvalidDuration]++
+		return
+	}
+	// Seen already (a batch sent twice): recorded once.
+	if b.st.steps.Seen(iteration, iv.Start, iv.End) {
+		return
+	}
+	b.st.steps.Add(iteration, iv.Start, iv.End)
+	if b.e.cfg.Scores {
+		b.e.report(b.res.StepOf(iteration), b.res.Rank.Rank, b.res.WorldSize, iv, b.arrival)
+	}
+}
+
+// place places a span that is not a usable step span: a trace root (a job
+// span) belongs to no step; any other span to the step span of its rank
+// that covers its start, or it waits for that step span (settlePending).
+// Of a resource not kept only the wait spans matter.
+func (b *Batch[P, D]) place(ref SpanRef) {
+	e := b.e
+	s := ref.Span
+	isWait := e.cfg.Scores && e.spans.IsWait(s.Name())
+	if !b.keep && !isWait {
+		return
+	}
+	iteration, where := int64(0), Outside
+	if !s.ParentSpanID().IsEmpty() {
+		iteration, where = b.st.steps.Place(Nanos(s.StartTimestamp()))
+	}
+	if where == Unknown {
+		b.pending = append(b.pending, pendingRef{SpanRef: ref, isWait: isWait})
+		return
+	}
+	b.placed(ref, isWait, iteration, where)
+}
+
+// pendingRef is a span of the resource walked that no step span placed
+// during the walk.
+type pendingRef struct {
+	SpanRef
+	isWait bool
+}
+
+// placed records a placed span: a wait in its step for the rank's busy
+// time, and tells the listener when the resource is kept.
+func (b *Batch[P, D]) placed(ref SpanRef, isWait bool, iteration int64, where Place) {
+	e := b.e
+	kind := KindOutside
+	if where == InStep {
+		kind = KindCompute
+		if isWait {
+			kind = KindWait
+			e.addWait(b.res.StepOf(iteration), b.res.Rank.Rank, IntervalOf(ref.Span))
+		}
+	}
+	if b.keep {
+		e.l.Placed(&b.res, ref, e.placement(b.res.StepOf(iteration), kind))
+	}
+}
+
+// resolve places the rank's waiting spans again, after a new step span.
+func (b *Batch[P, D]) resolve() {
+	e, st := b.e, b.st
+	if st.waiting.Len() == 0 {
+		return
+	}
+	rank := b.res.Rank
+	st.waiting.Resolve(&st.steps, func(w waitingSpan[P], iteration int64, where Place) bool {
+		if where == Unknown {
+			return false
+		}
+		e.settle(rank, w, iteration, where)
+		return true
+	})
+}
+
+// settlePending places the resource's spans that no step span placed during
+// the walk, now that all its step spans are known (a later scope's may
+// place an earlier one's), and has the others wait.
+func (b *Batch[P, D]) settlePending() {
+	e, st := b.e, b.st
+	for _, ref := range b.pending {
+		start := Nanos(ref.Span.StartTimestamp())
+		if iteration, where := st.steps.Place(start); where != Unknown {
+			b.placed(ref.SpanRef, ref.isWait, iteration, where)
+			continue
+		}
+		w := waitingSpan[P]{isWait: ref.isWait, seq: b.res.Seq}
+		if ref.isWait {
+			w.iv = IntervalOf(ref.Span)
+		}
+		if b.keep {
+			w.kept, w.item = true, e.l.Wait(&b.res, ref.SpanRef)
+		}
+		st.waiting.Add(w, start, b.arrival)
+		e.counts.Waiting++
+	}
+	clear(b.pending)
+	b.pending = b.pending[:0]
+}

@@ -1,0 +1,73 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package stragglers
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+)
+
+func TestDecisionKeptScore(t *testing.T) {
+	d := &decision{kept: []stepbusy.Score{{Rank: 4, Relative: 0.5, Individual: 0.9}}}
+	s, ok := d.keptScore(4)
+	assert.True(t, ok)
+	assert.Equal(t, 0.5, s.Relative)
+	_, ok = d.keptScore(5)
+	assert.False(t, ok)
+}
+
+// Kept spans leave their chunk under a copy of its resource, one resource
+// per chunk and one scope per source scope, marked with the reason and the
+// rounded scores.
+func TestKeepGroupsByChunkAndScopeAndMarks(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutInt("nv.dl.rank", 3)
+	for _, scope := range []string{"a", "b"} {
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName(scope)
+		for _, name := range []string{scope + "1", scope + "2"} {
+			ss.Spans().AppendEmpty().SetName(name)
+		}
+	}
+	chunk := steps.NewChunk(rs, steps.Rank{Rank: 3}, 0)
+	src := chunk.RS.ScopeSpans()
+	held := []steps.Held{
+		chunk.Hold(2, 1, src.At(1).Spans().At(0)),
+		chunk.Hold(1, 0, src.At(0).Spans().At(1)),
+		chunk.Hold(3, 1, src.At(1).Spans().At(1)),
+	}
+	chunk.Placed()
+	sink := new(consumertest.TracesSink)
+	out := steps.NewOutput(sink)
+	score := stepbusy.Score{Rank: 3, Relative: 1.0 / 3, Individual: 0.66666}
+	assert.False(t, keep(out, held[0], score))
+	assert.False(t, keep(out, held[1], score))
+	assert.True(t, keep(out, held[2], score), "the chunk's last held span")
+
+	require.Equal(t, 3, out.Ready())
+	_, err := out.Send(t.Context())
+	require.NoError(t, err)
+	require.Len(t, sink.AllTraces(), 1)
+	got := sink.AllTraces()[0].ResourceSpans()
+	require.Equal(t, 1, got.Len())
+	rank, _ := got.At(0).Resource().Attributes().Get("nv.dl.rank")
+	assert.Equal(t, int64(3), rank.Int())
+	scopes := got.At(0).ScopeSpans()
+	require.Equal(t, 2, scopes.Len())
+	assert.Equal(t, "b", scopes.At(0).Scope().Name())
+	assert.Equal(t, 2, scopes.At(0).Spans().Len())
+	assert.Equal(t, "a", scopes.At(1).Scope().Name())
+	s := scopes.At(1).Spans().At(0)
+	assert.Equal(t, "a2", s.Name())
+	assert.Equal(t, map[string]any{attrkey.KeptReason: attrkey.KeptStraggler, attrkey.RelativeScore: 0.333, attrkey.IndividualScore: 0.667}, s.Attributes().AsRaw())
+}
