@@ -47,6 +47,13 @@ type Config struct {
 	// skips the detector's work on every span, not only its output.
 	Stalls configoptional.Optional[StallsConfig] `mapstructure:"stalls"`
 
+	// Goodput, on unless enabled: false, accounts where every run's
+	// wall-clock time went (productive, straggler, startup, checkpoint load
+	// and save, evaluation, stalled, lost progress, restart, other) and
+	// emits it every interval and when the run ends. Off, the connector
+	// skips its work on every span.
+	Goodput configoptional.Optional[GoodputConfig] `mapstructure:"goodput"`
+
 	// MaxOpenRankSteps bounds the rank steps (one rank's step span, with
 	// its wait intervals) held in steps not decided yet. When it is reached
 	// the oldest open step is decided early with the ranks it has.
@@ -69,6 +76,24 @@ type StallsConfig struct {
 	JobSpanNames []string `mapstructure:"job_span_names"`
 }
 
+// GoodputConfig configures the goodput accounting (goodput.go).
+type GoodputConfig struct {
+	// Interval is how often a running run's goodput is emitted (the
+	// nemo.run.goodput record and the metrics); a run's last is emitted
+	// when it ends.
+	Interval time.Duration `mapstructure:"interval"`
+	// CheckpointLoadSpanNames, CheckpointSaveSpanNames and
+	// EvaluationSpanNames name the spans whose time is checkpoint loading,
+	// checkpoint saving and evaluation: exact names, or prefixes ending in
+	// "*".
+	CheckpointLoadSpanNames []string `mapstructure:"checkpoint_load_span_names"`
+	CheckpointSaveSpanNames []string `mapstructure:"checkpoint_save_span_names"`
+	EvaluationSpanNames     []string `mapstructure:"evaluation_span_names"`
+	// JobSpanNames are a rank's run-long spans: once every rank's has
+	// ended, the run is over (as stalls::job_span_names).
+	JobSpanNames []string `mapstructure:"job_span_names"`
+}
+
 // The configuration's errors. Each message wraps one of them with the value
 // it got, so that it names the key and the fix while the tests match the
 // kind with errors.Is. The step settings' errors are internal/steps'.
@@ -77,6 +102,7 @@ var (
 	errStallFactor      = errors.New("stall_factor must be 0 or more (a stall is longer than stall_factor x the median step)")
 	errInterval         = errors.New("interval must be 0 (one point per rank per step) or positive (aggregate per rank over that long)")
 	errMaxOpenRankSteps = errors.New("max_open_rank_steps must be at least 1")
+	errGoodputInterval  = errors.New("interval must be positive (how often a running run's goodput is emitted, e.g. 5m)")
 )
 
 var _ component.Config = (*StallsConfig)(nil)
@@ -91,6 +117,28 @@ func (s *StallsConfig) Validate() error {
 	if s.StallFactor < 0 {
 		errs = append(errs, fmt.Errorf("%w, got %g", errStallFactor, s.StallFactor))
 	}
+	return errors.Join(errs...)
+}
+
+var _ component.Config = (*GoodputConfig)(nil)
+
+// Validate checks the goodput block; the collector calls it only when the
+// block is enabled.
+func (g *GoodputConfig) Validate() error {
+	var errs []error
+	if g.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("%w, got %s", errGoodputInterval, g.Interval))
+	}
+	for key, list := range map[string][]string{
+		"checkpoint_load_span_names": g.CheckpointLoadSpanNames,
+		"checkpoint_save_span_names": g.CheckpointSaveSpanNames,
+		"evaluation_span_names":      g.EvaluationSpanNames,
+	} {
+		if _, err := steps.ParsePatterns(list); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	errs = append(errs, steps.CheckKeys("job_span_names", g.JobSpanNames, false))
 	return errors.Join(errs...)
 }
 

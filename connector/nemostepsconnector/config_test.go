@@ -38,8 +38,15 @@ func TestLoadConfig(t *testing.T) {
 					History:             20,
 				},
 			},
-			Waits:            steps.Waits{DecisionWait: 10 * time.Second},
-			Stalls:           configoptional.Some(StallsConfig{MinStall: time.Minute, StallFactor: 10, JobSpanNames: []string{"megatron.pretrain", "megatron.train", "workload"}}),
+			Waits:  steps.Waits{DecisionWait: 10 * time.Second},
+			Stalls: configoptional.Some(StallsConfig{MinStall: time.Minute, StallFactor: 10, JobSpanNames: []string{"megatron.pretrain", "megatron.train", "workload"}}),
+			Goodput: configoptional.Some(GoodputConfig{
+				Interval:                5 * time.Minute,
+				CheckpointLoadSpanNames: []string{"megatron.checkpoint.load*", "megatron.load_checkpoint"},
+				CheckpointSaveSpanNames: []string{"megatron.checkpoint.save*", "megatron.checkpoint.exposed_save*", "megatron.save_checkpoint"},
+				EvaluationSpanNames:     []string{"megatron.evaluate*", "megatron.eval.*"},
+				JobSpanNames:            []string{"megatron.pretrain", "megatron.train", "workload"},
+			}),
 			MaxOpenRankSteps: 1_000_000,
 			Keys: steps.Keys{
 				RankKeys:      []string{"nv.dl.rank", "dl.rank"},
@@ -61,8 +68,15 @@ func TestLoadConfig(t *testing.T) {
 					History:             50,
 				},
 			},
-			Waits:            steps.Waits{DecisionWait: 30 * time.Second, SpanWait: 20 * time.Second},
-			Stalls:           configoptional.Some(StallsConfig{MinStall: 2 * time.Minute, StallFactor: 5, JobSpanNames: []string{"nemo_rl.run"}}),
+			Waits:  steps.Waits{DecisionWait: 30 * time.Second, SpanWait: 20 * time.Second},
+			Stalls: configoptional.Some(StallsConfig{MinStall: 2 * time.Minute, StallFactor: 5, JobSpanNames: []string{"nemo_rl.run"}}),
+			Goodput: configoptional.Some(GoodputConfig{
+				Interval:                time.Minute,
+				CheckpointLoadSpanNames: []string{"nemo_rl.load"},
+				CheckpointSaveSpanNames: []string{"nemo_rl.save*"},
+				EvaluationSpanNames:     []string{"nemo_rl.validate"},
+				JobSpanNames:            []string{"nemo_rl.run"},
+			}),
 			Interval:         15 * time.Second,
 			MaxOpenRankSteps: 200_000,
 			Keys: steps.Keys{
@@ -86,6 +100,12 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad_limits", wantErr: []error{steps.ErrHistory, errMaxOpenRankSteps}},
 		{name: "empty_iteration_attribute", wantErr: []error{steps.ErrNoIterationAttribute}},
 		{name: "bad_stall", wantErr: []error{errMinStall, errStallFactor}},
+		{name: "bad_goodput", wantErr: []error{errGoodputInterval, steps.ErrStarNotAtEnd, steps.ErrEmptyKey}},
+		{name: "goodput_off", want: func() *Config {
+			cfg := createDefaultConfig().(*Config)
+			cfg.Goodput = configoptional.None[GoodputConfig]()
+			return cfg
+		}()},
 		{name: "stalls_off", want: func() *Config {
 			cfg := createDefaultConfig().(*Config)
 			cfg.Stalls = configoptional.None[StallsConfig]()

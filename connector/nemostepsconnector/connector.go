@@ -19,6 +19,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
@@ -37,10 +38,11 @@ type stepsConnector struct {
 	reader *steps.Reader
 	ranks  *rankIndex
 	steps  *stepMetrics
-	// stalls is nil when stall detection is off.
-	stalls *stallFeed
-	logger *zap.Logger
-	tel    *telemetry
+	// stalls and goodput are nil when off.
+	stalls  *stallFeed
+	goodput *goodputFeed
+	logger  *zap.Logger
+	tel     *telemetry
 	// next gets the step metrics and stall gauges, nextLogs the stall
 	// records; either may be nil (its signal pair is not in a pipeline).
 	next     consumer.Metrics
@@ -83,6 +85,9 @@ func newConnector(set connector.Settings, cfg *Config, clk clock.Clock) (*stepsC
 	}
 	if s := cfg.Stalls.Get(); s != nil {
 		c.stalls = newStallFeed(s, c.engine.Recognizer(), ranks, out, set.Logger)
+	}
+	if g := cfg.Goodput.Get(); g != nil {
+		c.goodput = newGoodputFeed(g, cfg.DecisionWait, ranks, out)
 	}
 	return c, nil
 }
@@ -151,17 +156,35 @@ func (c *stepsConnector) Arrived(r *steps.Resource, s ptrace.Span, step steps.St
 	if c.stalls != nil {
 		c.stalls.arrived(r, s, step)
 	}
+	if c.goodput != nil {
+		c.goodput.arrived(r, s)
+	}
 }
 
 // Decided turns a decided step into its ranks' points.
-func (c *stepsConnector) Decided(d *steps.Decision[none]) { c.steps.decided(d) }
+func (c *stepsConnector) Decided(d *steps.Decision[none]) {
+	c.steps.decided(d)
+	if c.goodput != nil {
+		c.goodput.decided(d)
+	}
+}
 
 // Tick flushes the interval, judges the runs for stalls, and collects
 // what to send.
 func (c *stepsConnector) Tick(now time.Time, final bool) {
 	c.steps.tick(now, final)
+	var events []stall.Event
 	if c.stalls != nil && !final {
-		c.logs, c.stalled = c.stalls.tick(now)
+		c.logs, c.stalled, events = c.stalls.tick(now)
+	}
+	if c.goodput != nil {
+		c.goodput.stalls(events)
+		if logs := c.goodput.tick(now, final); logs != (plog.Logs{}) {
+			if c.logs == (plog.Logs{}) {
+				c.logs = plog.NewLogs()
+			}
+			logs.ResourceLogs().MoveAndAppendTo(c.logs.ResourceLogs())
+		}
 	}
 	c.batches = c.out.take()
 }

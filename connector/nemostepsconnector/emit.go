@@ -43,6 +43,10 @@ const (
 	idRunStalled
 	idRunStallDuration
 	idRankBehind
+	// The goodput metrics (goodput.go).
+	idRunTime
+	idRunGoodput
+	idRankStragglerTime
 	numMetricIDs
 )
 
@@ -52,6 +56,15 @@ var stallDescs = map[metricID]metricDesc{
 	idRunStalled:       {"nemo.run.stalled", "{run}", "1 while no rank of the run has completed a step for longer than max(min_stall, stall_factor x its median step), 0 when a step completes again."},
 	idRunStallDuration: {"nemo.run.stall_duration", "s", "How long the stalled run has gone without a completed step."},
 	idRankBehind:       {"nemo.rank.behind", "{rank}", "1 for each rank a stall names as behind (lagging the others in the iteration that did not complete), 0 when the run resumes."},
+}
+
+// goodputDescs describe the goodput metrics; the time is in seconds.
+var goodputDescs = map[metricID]metricDesc{
+	idRunTime: {"nemo.run.time", "s", "The run's wall-clock time since its first span, by where it went (nemo.time.category: productive, straggler, startup, " +
+		"checkpoint_load, checkpoint_save, evaluation, stalled, lost_progress, restart, other), counted once it can no longer change category."},
+	idRunGoodput: {"nemo.run.goodput", "1", "The run's productive time over its wall-clock time so far."},
+	idRankStragglerTime: {"nemo.rank.straggler_time", "s", "The time the rank cost the whole run as the slowest rank of its steps: " +
+		"its busy time minus the median rank's, on every step it was the slowest (counted as the run's straggler time is)."},
 }
 
 func gaugeID(g, variant int) metricID { return metricID(g*numVariants + variant) }
@@ -145,7 +158,18 @@ func (r *resourceMetrics) metric(id metricID) pmetric.Metric {
 		return r.byID[id]
 	}
 	m := r.metrics.AppendEmpty()
-	if d, ok := stallDescs[id]; ok {
+	if d, ok := goodputDescs[id]; ok {
+		m.SetName(d.name)
+		m.SetUnit(d.unit)
+		m.SetDescription(d.description)
+		if id == idRunGoodput {
+			m.SetEmptyGauge()
+		} else {
+			sum := m.SetEmptySum()
+			sum.SetIsMonotonic(true)
+			sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		}
+	} else if d, ok := stallDescs[id]; ok {
 		m.SetName(d.name)
 		m.SetUnit(d.unit)
 		m.SetDescription(d.description)
@@ -197,6 +221,39 @@ func (w *pointWriter) stragglers(run *runCount) {
 	dp.SetTimestamp(pcommon.Timestamp(run.last))
 	dp.SetIntValue(run.count)
 	putLabels(dp.Attributes(), run.group)
+	w.added()
+}
+
+// runTime adds a run's cumulative time of one category, in seconds.
+func (w *pointWriter) runTime(l *rankLabels, start, ts int64, category string, seconds float64) {
+	dp := w.resource(l.service, l.group).metric(idRunTime).Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(pcommon.Timestamp(start))
+	dp.SetTimestamp(pcommon.Timestamp(ts))
+	dp.SetDoubleValue(seconds)
+	putLabels(dp.Attributes(), l.group)
+	dp.Attributes().PutStr(attrTimeCategory, category)
+	w.added()
+}
+
+// runGoodput adds a run's goodput.
+func (w *pointWriter) runGoodput(l *rankLabels, ts int64, v float64) {
+	dp := w.resource(l.service, l.group).metric(idRunGoodput).Gauge().DataPoints().AppendEmpty()
+	dp.SetTimestamp(pcommon.Timestamp(ts))
+	dp.SetDoubleValue(v)
+	putLabels(dp.Attributes(), l.group)
+	w.added()
+}
+
+// rankStraggler adds a rank's cumulative straggler time, in seconds.
+func (w *pointWriter) rankStraggler(l *rankLabels, start, ts int64, seconds float64) {
+	dp := w.resource(l.service, l.group).metric(idRankStragglerTime).Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(pcommon.Timestamp(start))
+	dp.SetTimestamp(pcommon.Timestamp(ts))
+	dp.SetDoubleValue(seconds)
+	attrs := dp.Attributes()
+	attrs.EnsureCapacity(len(l.group) + len(l.node))
+	putLabels(attrs, l.group)
+	putLabels(attrs, l.node)
 	w.added()
 }
 

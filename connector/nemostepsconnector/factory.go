@@ -5,6 +5,7 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -74,9 +75,19 @@ func createDefaultConfig() component.Config {
 			StallFactor:  stall.DefaultFactor,
 			JobSpanNames: defaultJobSpanNames(),
 		}),
+		Goodput: configoptional.Some(GoodputConfig{
+			Interval:                defaultGoodputInterval,
+			CheckpointLoadSpanNames: []string{"megatron.checkpoint.load*", "megatron.load_checkpoint"},
+			CheckpointSaveSpanNames: []string{"megatron.checkpoint.save*", "megatron.checkpoint.exposed_save*", "megatron.save_checkpoint"},
+			EvaluationSpanNames:     []string{"megatron.evaluate*", "megatron.eval.*"},
+			JobSpanNames:            defaultJobSpanNames(),
+		}),
 		MaxOpenRankSteps: defaultMaxOpenRankSteps,
 	}
 }
+
+// defaultGoodputInterval is how often a running run's goodput is emitted.
+const defaultGoodputInterval = 5 * time.Minute
 
 // defaultJobSpanNames are Megatron-LM's run-long spans (both taxonomies)
 // and NeMo Lens's workload span.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
@@ -139,6 +140,7 @@ func TestGoldenStalls(t *testing.T) {
 			})
 			cfg := createDefaultConfig().(*Config)
 			cfg.Stalls.Get().MinStall = 5 * time.Second
+			cfg.Goodput = configoptional.None[GoodputConfig]() // its own cases (golden_goodput_test.go)
 			require.NoError(t, cfg.Validate())
 			clk := clocktest.NewFake()
 			goldentest.TracesToMetricsAndLogs(t, newFactory(clk), cfg, dir, goldentest.Batches(len(tc.arrivals), func(batch int) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/goldentest"
@@ -54,6 +55,7 @@ func TestGoldenMetrics(t *testing.T) {
 			dir := filepath.Join("testdata", shapeDir(shape))
 			goldentest.WriteInput(t, dir, func() ptrace.Traces { return goldenJob(shape) })
 			cfg := createDefaultConfig().(*Config)
+			cfg.Goodput = configoptional.None[GoodputConfig]() // its own cases (golden_goodput_test.go)
 			require.NoError(t, cfg.Validate())
 			goldentest.TracesToMetrics(t, NewFactory(), cfg, dir)
 		})

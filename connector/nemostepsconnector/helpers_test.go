@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -31,9 +32,12 @@ type harness struct {
 	tel  *componenttest.Telemetry
 }
 
+// newHarness runs the connector with goodput off unless edit turns it on:
+// the tests of the step metrics and stalls count every point.
 func newHarness(t *testing.T, edit func(*Config)) *harness {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
+	cfg.Goodput = configoptional.None[GoodputConfig]()
 	if edit != nil {
 		edit(cfg)
 	}

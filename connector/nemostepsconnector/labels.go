@@ -4,6 +4,8 @@
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
+	"strings"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
@@ -51,6 +53,16 @@ type rankLabels struct {
 	node []label
 }
 
+// host is the rank's host.name, "" when it has none.
+func (l *rankLabels) host() string {
+	for _, n := range l.node {
+		if n.key == attrkey.HostName {
+			return n.str
+		}
+	}
+	return ""
+}
+
 // identity reads the labels of a rank's series from its resource.
 type identity struct {
 	rankKeys, localRankKeys, groupKeys []string
@@ -61,10 +73,12 @@ func newIdentity(cfg *Config) identity {
 }
 
 // rankIndex keeps every rank's labels, read from its resource at its step
-// spans, for its points and the stall records.
+// spans, for its points, and every run's (its latest rank's), for the run's
+// points and records.
 type rankIndex struct {
 	id    identity
 	ranks *boundedmap.Map[steps.Rank, *rankLabels]
+	runs  *boundedmap.Map[uint64, *rankLabels]
 	// The resource read last (steps.Resource.Seq) and its rank's labels:
 	// a resource holds many step spans of one rank.
 	seq uint64
@@ -72,7 +86,11 @@ type rankIndex struct {
 }
 
 func newRankIndex(cfg *Config) *rankIndex {
-	return &rankIndex{id: newIdentity(cfg), ranks: boundedmap.New[steps.Rank, *rankLabels](steps.MaxRememberedRanks)}
+	return &rankIndex{
+		id:    newIdentity(cfg),
+		ranks: boundedmap.New[steps.Rank, *rankLabels](steps.MaxRememberedRanks),
+		runs:  boundedmap.New[uint64, *rankLabels](maxRememberedRuns),
+	}
 }
 
 // atStep reads the labels of the resource's rank at one of its step spans,
@@ -86,9 +104,14 @@ func (x *rankIndex) atStep(r *steps.Resource) *rankLabels {
 	if l != prev {
 		x.ranks.Put(r.Rank, l)
 	}
+	x.runs.Put(r.Group, l)
 	x.seq, x.cur = r.Seq, l
 	return l
 }
+
+// run is a run's labels (its group's), false when none of its ranks
+// reported a step yet.
+func (x *rankIndex) run(group uint64) (*rankLabels, bool) { return x.runs.Get(group) }
 
 // get is a rank's labels, false when none is known.
 func (x *rankIndex) get(rank steps.Rank) (*rankLabels, bool) { return x.ranks.Get(rank) }
@@ -153,6 +176,28 @@ func (id identity) matches(l *rankLabels, attrs pcommon.Map, rank int64) bool {
 	}
 	return want == len(l.node)
 }
+
+// processOf is the resource's host and the identity of its process, which
+// tells a restarted rank from the one before: its service.instance.id
+// (NeMo Lens: run and rank, the same after a restart), the run uuid newer
+// releases mint per restart (nv.dl.run.uuid), and its host and pid.
+func processOf(attrs pcommon.Map) (host, process string) {
+	if v, ok := attrs.Get(attrkey.HostName); ok {
+		host = v.AsString()
+	}
+	var b strings.Builder
+	for _, key := range processKeys {
+		if v, ok := attrs.Get(key); ok {
+			b.WriteString(v.AsString())
+		}
+		b.WriteByte('/')
+	}
+	b.WriteString(host)
+	return host, b.String()
+}
+
+// processKeys tell one process of a rank from the next.
+var processKeys = []string{attrServiceInst, attrRunUUID, attrProcessPID}
 
 // putLabels writes labels as data point attributes.
 func putLabels(m pcommon.Map, ls []label) {

@@ -112,9 +112,14 @@ func (l label) value() string {
 // stallMessage is a stall's body: who stopped where, and what the others do.
 func stallMessage(run string, ev *stall.Event) string {
 	var b strings.Builder
-	if ev.Kind == stall.Paused {
+	switch ev.Kind {
+	case stall.Paused:
 		fmt.Fprintf(&b, "run %s paused at iteration %d for %s: all %d ranks got as far as each other and no step completed (a checkpoint save, an evaluation, or a pause between steps); no rank is behind",
 			run, ev.Iteration, formatSeconds(ev.For), ev.World)
+		return b.String()
+	case stall.Wedged:
+		fmt.Fprintf(&b, "run %s wedged at iteration %d for %s: all %d ranks finished %s and none finished the collective it started: a collective that never completes (a network or NCCL fault); no rank is behind",
+			run, ev.Iteration, formatSeconds(ev.For), ev.World, ev.Others)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "run %s stalled at iteration %d for %s: ", run, ev.Iteration, formatSeconds(ev.For))

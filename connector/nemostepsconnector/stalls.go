@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
@@ -35,6 +34,7 @@ const (
 	eventResumed       = "nemo.run.resumed"
 	attrProcessPID     = "process.pid"
 	attrServiceInst    = "service.instance.id"
+	attrRunUUID        = "nv.dl.run.uuid"
 )
 
 // stallFeed feeds the stall detector (internal/stall) every rank's
@@ -48,15 +48,14 @@ type stallFeed struct {
 	ranks    *rankIndex
 	out      *pointWriter
 	logger   *zap.Logger
-	runs     *boundedmap.Map[uint64, *rankLabels]
 	// The resource read last (steps.Resource.Seq) and its rank in the
 	// detector, looked up at its first span the detector reads.
 	seq     uint64
 	tracker stall.Tracker
 }
 
-// stallCounts are the stalls found, by kind: behind, paused.
-type stallCounts [2]int64
+// stallCounts are the stalls found, by kind: behind, paused, wedged.
+type stallCounts [3]int64
 
 func newStallFeed(cfg *StallsConfig, spans *steps.Recognizer, ranks *rankIndex, out *pointWriter, logger *zap.Logger) *stallFeed {
 	return &stallFeed{
@@ -69,7 +68,6 @@ func newStallFeed(cfg *StallsConfig, spans *steps.Recognizer, ranks *rankIndex, 
 		ranks:    ranks,
 		out:      out,
 		logger:   logger,
-		runs:     boundedmap.New[uint64, *rankLabels](maxRememberedRuns),
 	}
 }
 
@@ -111,9 +109,6 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 				}
 			}
 		}
-		if l, ok := f.ranks.get(r.Rank); ok {
-			f.runs.Put(r.Group, l)
-		}
 	}
 	tr.Span(span)
 }
@@ -130,30 +125,16 @@ func pipelineSize(attrs pcommon.Map) int {
 // spelling first.
 var pipelineSizeKeys = []string{attrkey.PipelineSize, attrkey.LegacyPipelineSize}
 
-// processOf is the resource's host and the identity of its process, which
-// tells a restarted rank from the one before.
-func processOf(attrs pcommon.Map) (host, process string) {
-	if v, ok := attrs.Get(attrkey.HostName); ok {
-		host = v.AsString()
-	}
-	if v, ok := attrs.Get(attrServiceInst); ok {
-		process = v.AsString()
-	} else if v, ok := attrs.Get(attrProcessPID); ok {
-		process = host + "/" + v.AsString()
-	}
-	return host, process
-}
-
-// tick judges every run: it returns the stall records to send and the
-// stalls found, writes the gauges and logs each change.
-func (f *stallFeed) tick(now time.Time) (plog.Logs, stallCounts) {
+// tick judges every run: it returns the stall records to send, the stalls
+// found and the changes, writes the gauges and logs each change.
+func (f *stallFeed) tick(now time.Time) (plog.Logs, stallCounts, []stall.Event) {
 	events, stalled := f.detector.Tick(now)
 	ts := now.UnixNano()
 	var logs plog.Logs
 	var counts stallCounts
 	for i := range events {
 		ev := &events[i]
-		labels, ok := f.runs.Get(ev.Run)
+		labels, ok := f.ranks.run(ev.Run)
 		if !ok {
 			continue // a run that never completed a step cannot stall
 		}
@@ -175,7 +156,7 @@ func (f *stallFeed) tick(now time.Time) (plog.Logs, stallCounts) {
 		}
 	}
 	for _, s := range stalled {
-		labels, ok := f.runs.Get(s.Run)
+		labels, ok := f.ranks.run(s.Run)
 		if !ok {
 			continue
 		}
@@ -187,12 +168,15 @@ func (f *stallFeed) tick(now time.Time) (plog.Logs, stallCounts) {
 			}
 		}
 	}
-	return logs, counts
+	return logs, counts, events
 }
 
 func kindIndex(k stall.Kind) int {
-	if k == stall.Paused {
+	switch k {
+	case stall.Paused:
 		return 1
+	case stall.Wedged:
+		return 2
 	}
 	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
@@ -50,7 +51,7 @@ type telemetry struct {
 	tb          *metadata.TelemetryBuilder
 	skipOpts    [steps.NumSkips][]metric.AddOption
 	decidedOpts [steps.NumCauses][]metric.AddOption
-	stallOpts   [2][]metric.AddOption
+	stallOpts   [3][]metric.AddOption
 }
 
 func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
@@ -65,7 +66,7 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	for c := range steps.NumCauses {
 		t.decidedOpts[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", causeNames[c])))}
 	}
-	for i, kind := range []string{"behind", "paused"} {
+	for i, kind := range []string{string(stall.Behind), string(stall.Paused), string(stall.Wedged)} {
 		t.stallOpts[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", kind)))}
 	}
 	return t, nil

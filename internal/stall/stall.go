@@ -34,6 +34,7 @@ package stall // import "github.com/nemo-lens/otelcol-nemo/internal/stall"
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,12 @@ const (
 	// Paused: every rank got as far as the others (a checkpoint, an
 	// evaluation, a pause between steps); nobody is to blame.
 	Paused Kind = "paused"
+	// Wedged: every rank stopped together inside a collective: each one's
+	// latest span of the open iteration starts a collective (the gradient
+	// all-reduce's start, a point-to-point send or receive) and none ended
+	// what would finish it. A collective that never completes: a network
+	// or NCCL fault, not a pause. Nobody is to blame either.
+	Wedged Kind = "wedged"
 )
 
 // Rank is one rank of a run as its spans tell it.
@@ -407,6 +414,27 @@ func (r *run) ended() bool {
 	return true
 }
 
+// wedged says every rank of the world is in the open iteration with a
+// collective started as its latest span (the gradient all-reduce's start, a
+// point-to-point transfer) and none finished the all-reduce.
+func (r *run) wedged(open int64, world int) bool {
+	if world == 0 || len(r.ranks) < world {
+		return false
+	}
+	for _, st := range r.ranks {
+		if st.restarted || st.stepIteration+1 != open || !startsCollective(st.name) {
+			return false
+		}
+	}
+	return true
+}
+
+// startsCollective: the span ends when a collective has started, not when
+// it completed.
+func startsCollective(name string) bool {
+	return name == "megatron.grad_sync.start" || strings.HasPrefix(name, "megatron.p2p.") || strings.HasPrefix(name, "megatron.pp.")
+}
+
 // judge finds the wavefront of the iteration after the last completed one
 // and, in a pipeline-parallel run, the stage that stopped first.
 func (*Detector) judge(id Run, r *run, now time.Time) Event {
@@ -457,6 +485,16 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 	}
 	if len(ev.Culprits) == 0 {
 		ev.Kind = Paused
+		if r.wedged(open, world) {
+			ev.Kind = Wedged
+			ev.OthersCount = world
+			for rank := range int64(world) { // the lowest rank's: deterministic
+				if st := r.ranks[rank]; st != nil {
+					ev.Others = st.name
+					break
+				}
+			}
+		}
 		return ev
 	}
 	ev.Kind = Behind

@@ -118,6 +118,37 @@ func TestHungRankIsBehind(t *testing.T) {
 	assert.InDelta(t, 60.5, ev.For.Seconds(), 0.5)
 }
 
+// Every rank stops together inside the gradient all-reduce: each ended its
+// compute and grad_sync.start, none grad_sync.finish. Nobody lags, yet this
+// is no pause: the collective never completes. Kind wedged, nobody named.
+func TestWedgedCollective(t *testing.T) {
+	j := newJob(8)
+	for it := range int64(5) {
+		j.step(it, 2*time.Second, nil)
+	}
+	// Rank 0 ends what comes before grad_sync.finish, as every other rank
+	// does when one stops: all of them block in the all-reduce.
+	j.step(5, 2*time.Second, map[int64]Phase{0: PhaseGradSyncDone})
+	events := j.tickUntil(j.now.Add(2 * time.Minute))
+	require.Len(t, events, 1)
+	ev := events[0]
+	assert.True(t, ev.Stalled)
+	assert.Equal(t, Wedged, ev.Kind)
+	assert.Empty(t, ev.Culprits)
+	assert.Equal(t, 8, ev.OthersCount)
+	assert.Equal(t, "megatron.grad_sync.start", ev.Others)
+
+	// An even pause with the same ranks (nothing of the next iteration) is
+	// still paused: the collective rule needs every rank inside one.
+	p := newJob(8)
+	for it := range int64(5) {
+		p.step(it, 2*time.Second, nil)
+	}
+	events = p.tickUntil(p.now.Add(2 * time.Minute))
+	require.Len(t, events, 1)
+	assert.Equal(t, Paused, events[0].Kind)
+}
+
 func TestDeadRankAndLostHost(t *testing.T) {
 	j := newJob(8)
 	for it := range int64(4) {

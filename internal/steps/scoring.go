@@ -33,21 +33,28 @@ func (o *openStep[D]) reported() int64 {
 }
 
 // decidedStep is what a decided step leaves for the ranks and spans that
-// come after its decision.
+// come after its decision; end is its ranks' latest step span end.
 type decidedStep[D any] struct {
-	fastest, reported int64
-	value             D
+	fastest, reported, end int64
+	value                  D
 }
 
 // report records a rank's step span [iv) in its open step, which it opens:
 // the step is complete once every rank of its world reported, and decided
 // at the next tick. A rank reporting after the step's decision reopens it
 // until the next tick, so that its wait spans, which arrive with it, count
-// in its busy time; the ranks decided before keep their decision.
+// in its busy time; the ranks decided before keep their decision. A step
+// span that starts after the decided step's ranks ended is the iteration
+// done again (the run restarted from a checkpoint): a new step.
 func (e *Engine[P, D]) report(key Step, rank, worldSize int64, iv stepbusy.Interval, now time.Duration) {
 	o := e.open.Get(key)
 	if o == nil {
 		prior, _ := e.decided.Get(key)
+		if prior != nil && iv.Start >= prior.end {
+			// Not a late rank (its step would overlap the others'): the
+			// iteration again, after the run restarted from a checkpoint.
+			prior = nil
+		}
 		o = e.open.Open(key, now, openStep[D]{index: make(map[int64]int32), prior: prior})
 		if prior != nil {
 			e.open.MarkComplete(o)
@@ -117,8 +124,9 @@ func (e *Engine[P, D]) decide(o *Open[Step, openStep[D]], cause Cause) {
 	e.counts.Waits -= v.waits
 	ranks := v.ranks
 	slices.SortFunc(ranks, func(a, b RankStep) int { return cmp.Compare(a.Score.Rank, b.Score.Rank) })
-	var fastest int64
+	var fastest, end int64
 	for i := range ranks {
+		end = max(end, ranks[i].End)
 		busy := ranks[i].Busy()
 		ranks[i].Score.Busy = busy
 		if busy > 0 && (fastest == 0 || busy < fastest) {
@@ -143,7 +151,7 @@ func (e *Engine[P, D]) decide(o *Open[Step, openStep[D]], cause Cause) {
 			e.stats.RanksMissing += o.WorldSize - reported
 		}
 	}
-	entry.fastest, entry.reported = fastest, reported
+	entry.fastest, entry.reported, entry.end = fastest, reported, max(entry.end, end)
 	d := Decision[D]{
 		Step: o.Key, Cause: cause, Ranks: ranks, Reopened: v.prior != nil,
 		Reported: reported, WorldSize: o.WorldSize, Fastest: fastest, Value: &entry.value,

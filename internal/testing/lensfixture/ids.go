@@ -24,6 +24,8 @@ const (
 	ModelInitIndex
 	TrainIndex
 	CheckpointIndex
+	CheckpointLoadIndex
+	EvaluationIndex
 )
 
 // SpanID says what the span is, so that a test reads its output back:

@@ -17,6 +17,11 @@ const (
 	Train = "megatron.train"
 	// SaveCheckpoint is a checkpoint under Train, between two steps.
 	SaveCheckpoint = "megatron.save_checkpoint"
+	// LoadCheckpoint is loading a checkpoint under Pretrain, before the
+	// first step.
+	LoadCheckpoint = "megatron.load_checkpoint"
+	// Evaluate is an evaluation under Train, between two steps.
+	Evaluate = "megatron.evaluate"
 
 	ForwardBackward   = "megatron.forward_backward"
 	MicrobatchForward = "megatron.microbatch.forward"

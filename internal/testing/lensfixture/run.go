@@ -237,6 +237,22 @@ func (r Run) AppendCheckpoint(dst ptrace.SpanSlice, rank Rank, iteration int64) 
 		SpanID(KindJob, rank.Rank, 0, TrainIndex), end.Add(time.Millisecond), end.Add(2*time.Millisecond))
 }
 
+// AppendCheckpointLoad appends LoadCheckpoint, which loads the checkpoint
+// the run resumes from during its set-up: [start + 2s, start + 3s].
+func (r Run) AppendCheckpointLoad(dst ptrace.SpanSlice, rank Rank) {
+	t0 := r.JobStart()
+	setSpan(dst.AppendEmpty(), LoadCheckpoint, r.TraceID(rank, -1), SpanID(KindJob, rank.Rank, 0, CheckpointLoadIndex),
+		SpanID(KindJob, rank.Rank, 0, PretrainIndex), t0.Add(2*time.Second), t0.Add(3*time.Second))
+}
+
+// AppendEvaluation appends Evaluate between iteration's step and the next:
+// from 100ms after the step to 400ms after it.
+func (r Run) AppendEvaluation(dst ptrace.SpanSlice, rank Rank, iteration int64) {
+	end := r.StepStart(iteration).Add(r.StepOf(rank.Rank, iteration).Duration())
+	setSpan(dst.AppendEmpty(), Evaluate, r.TraceID(rank, -1), SpanID(KindJob, rank.Rank, iteration, EvaluationIndex),
+		SpanID(KindJob, rank.Rank, 0, TrainIndex), end.Add(100*time.Millisecond), end.Add(400*time.Millisecond))
+}
+
 // AppendJobEnd appends Train and the root Pretrain, which end, and so are
 // exported, last: after iteration last.
 func (r Run) AppendJobEnd(dst ptrace.SpanSlice, rank Rank, last int64) {

@@ -96,7 +96,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ConnectorNemoStepsStalls, err = builder.meter.Int64Counter(
 		"otelcol_connector_nemo_steps_stalls",
-		metric.WithDescription("Runs found stalled (no rank completed a step for longer than max(min_stall, stall_factor x the median step)), by kind (behind - some ranks lag the others, paused - nobody lags). [Alpha]"),
+		metric.WithDescription("Runs found stalled (no rank completed a step for longer than max(min_stall, stall_factor x the median step)), by kind (behind - some ranks lag the others, paused - nobody lags, wedged - every rank stopped inside a collective). [Alpha]"),
 		metric.WithUnit("{stall}"),
 	)
 	errs = errors.Join(errs, err)

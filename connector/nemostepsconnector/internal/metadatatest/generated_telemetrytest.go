@@ -104,7 +104,7 @@ func AssertEqualConnectorNemoStepsSpansSkipped(t *testing.T, tt *componenttest.T
 func AssertEqualConnectorNemoStepsStalls(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_connector_nemo_steps_stalls",
-		Description: "Runs found stalled (no rank completed a step for longer than max(min_stall, stall_factor x the median step)), by kind (behind - some ranks lag the others, paused - nobody lags). [Alpha]",
+		Description: "Runs found stalled (no rank completed a step for longer than max(min_stall, stall_factor x the median step)), by kind (behind - some ranks lag the others, paused - nobody lags, wedged - every rank stopped inside a collective). [Alpha]",
 		Unit:        "{stall}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -1,0 +1,249 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
+	"github.com/nemo-lens/otelcol-nemo/internal/goodput"
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+)
+
+// runIdle is how long a run that sent nothing is taken as ended: its last
+// goodput is emitted and it is forgotten.
+const runIdle = 30 * time.Minute
+
+// goodputFeed accounts every run's wall-clock time (internal/goodput) from
+// the engine's spans as they arrive, its decided steps and the stall
+// detector's verdicts, and emits it every interval and when the run ends:
+// the nemo.run.time, nemo.run.goodput and nemo.rank.straggler_time
+// metrics and the nemo.run.goodput record. Called under the engine's lock.
+type goodputFeed struct {
+	interval time.Duration
+	// delay is how long after a point the steps before it are decided
+	// (decision_wait and a tick): then it can be settled.
+	delay                  time.Duration
+	load, save, evaluation steps.Patterns
+	jobSpans               []string
+	ranks                  *rankIndex
+	out                    *pointWriter
+	runs                   *boundedmap.Map[uint64, *goodputRun]
+	// The resource read last (steps.Resource.Seq) and its rank's process.
+	seq     uint64
+	process goodput.Process
+	scratch map[int64]int64
+}
+
+// goodputRun is one run's accounting and when it was last heard of and
+// emitted.
+type goodputRun struct {
+	acct     *goodput.Run
+	lastSeen time.Time
+	lastEmit time.Time
+	// endDue is when its end, seen in its job spans, is emitted; emitted
+	// says its last goodput went out (a new attempt starts it again).
+	endDue  time.Time
+	emitted bool
+	// start is its first span, the start of its cumulative sums; stalls
+	// counts its stalls (behind or wedged).
+	stalls int
+}
+
+func newGoodputFeed(cfg *GoodputConfig, decisionWait time.Duration, ranks *rankIndex, out *pointWriter) *goodputFeed {
+	// The config was validated: the patterns parse.
+	load, _ := steps.ParsePatterns(cfg.CheckpointLoadSpanNames)
+	save, _ := steps.ParsePatterns(cfg.CheckpointSaveSpanNames)
+	evaluation, _ := steps.ParsePatterns(cfg.EvaluationSpanNames)
+	return &goodputFeed{
+		interval: cfg.Interval,
+		delay:    decisionWait + time.Second,
+		load:     load, save: save, evaluation: evaluation,
+		jobSpans: cfg.JobSpanNames,
+		ranks:    ranks,
+		out:      out,
+		runs:     boundedmap.New[uint64, *goodputRun](maxRememberedRuns),
+		scratch:  map[int64]int64{},
+	}
+}
+
+// arrived feeds one span of an identified rank; the run and the rank's
+// process are looked up once per resource.
+func (f *goodputFeed) arrived(r *steps.Resource, s ptrace.Span) {
+	if f.seq != r.Seq {
+		run := f.runs.GetOrNew(r.Group, func() *goodputRun {
+			return &goodputRun{acct: goodput.NewRun(goodput.DefaultLimits), lastEmit: r.At}
+		})
+		run.lastSeen = r.At
+		run.emitted = false
+		_, process := processOf(r.Attrs)
+		f.seq, f.process = r.Seq, run.acct.Process(r.Rank.Rank, process)
+	}
+	f.process.Span(f.kindOf(s.Name()), steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp()))
+}
+
+// kindOf is what a span's name says of the run's time.
+func (f *goodputFeed) kindOf(name string) goodput.SpanKind {
+	switch {
+	case f.save.Match(name):
+		return goodput.SpanCheckpointSave
+	case f.load.Match(name):
+		return goodput.SpanCheckpointLoad
+	case f.evaluation.Match(name):
+		return goodput.SpanEvaluation
+	case slices.Contains(f.jobSpans, name):
+		return goodput.SpanJob
+	}
+	return goodput.SpanPlain
+}
+
+// decided feeds a step the engine decided: its extent over its ranks and
+// what its slowest rank cost, its busy time over the median rank's. A
+// reopened step (a late rank) was fed at its first decision.
+func (f *goodputFeed) decided(d *steps.Decision[none]) {
+	run, ok := f.runs.Get(d.Step.Group)
+	if !ok || d.Reopened || len(d.Ranks) == 0 {
+		return
+	}
+	start, end := d.Ranks[0].Start, d.Ranks[0].End
+	busy := make([]int64, 0, len(d.Ranks))
+	slowest, slowestBusy := d.Ranks[0].Score.Rank, int64(-1)
+	for i := range d.Ranks {
+		r := &d.Ranks[i]
+		start, end = min(start, r.Start), max(end, r.End)
+		if b := r.Score.Busy; b > 0 {
+			busy = append(busy, b)
+			if b > slowestBusy {
+				slowest, slowestBusy = r.Score.Rank, b
+			}
+		}
+	}
+	var straggler int64
+	if len(busy) > 1 {
+		slices.Sort(busy)
+		straggler = min(max(slowestBusy-busy[len(busy)/2], 0), end-start)
+	}
+	run.acct.Step(goodput.Step{Iteration: d.Step.Iteration, Start: start, End: end, Straggler: straggler, Slowest: slowest})
+}
+
+// stalls feeds the stall detector's verdicts: behind and wedged are stalled
+// time; a pause is not (the checkpoint or evaluation it is tells its time).
+func (f *goodputFeed) stalls(events []stall.Event) {
+	for i := range events {
+		ev := &events[i]
+		run, ok := f.runs.Get(ev.Run)
+		if !ok || ev.Kind == stall.Paused {
+			continue
+		}
+		if ev.Stalled {
+			run.stalls++
+			run.acct.Stalled(ev.Iteration)
+		} else {
+			run.acct.Resumed()
+		}
+	}
+}
+
+// tick settles what is due and emits each run's goodput every interval,
+// and its last when it ends (its job spans ended, it went idle, or the
+// collector stops); it returns the records.
+func (f *goodputFeed) tick(now time.Time, final bool) plog.Logs {
+	var logs plog.Logs
+	var idle []uint64
+	f.runs.All(func(group uint64, run *goodputRun) {
+		acct := run.acct
+		acct.Due(now, f.delay)
+		if !run.emitted && run.endDue.IsZero() && acct.Ended() {
+			run.endDue = now.Add(f.delay)
+		}
+		gone := now.Sub(run.lastSeen) > runIdle
+		switch {
+		case run.emitted:
+			if gone {
+				idle = append(idle, group)
+			}
+			return
+		case final || gone || !run.endDue.IsZero() && !now.Before(run.endDue):
+			acct.End()
+			run.emitted, run.endDue = true, time.Time{}
+		case now.Sub(run.lastEmit) < f.interval:
+			return
+		}
+		run.lastEmit = now
+		if logs == (plog.Logs{}) {
+			logs = plog.NewLogs()
+		}
+		f.emit(group, run, now, logs)
+	})
+	for _, group := range idle {
+		f.runs.Delete(group)
+	}
+	return logs
+}
+
+// topRanks is how many ranks a record names by straggler time.
+const topRanks = 5
+
+// emit writes a run's goodput: the metrics and the record.
+func (f *goodputFeed) emit(group uint64, run *goodputRun, now time.Time, logs plog.Logs) {
+	labels, ok := f.ranks.run(group)
+	if !ok {
+		return // no rank of it reported a step: no labels to put it under
+	}
+	acct := run.acct
+	clear(f.scratch)
+	snapshot := acct.Snapshot(f.scratch)
+	first, last := f.extent(acct)
+	settled := acct.Settled()
+	horizon := first + settled.Total()
+	for c := range goodput.NumCategories {
+		f.out.runTime(labels, first, horizon, c.String(), float64(settled[c])/1e9)
+	}
+	f.out.runGoodput(labels, last, snapshot.Goodput())
+	for rank, ns := range acct.RankStraggler() {
+		if l, ok := f.ranks.get(steps.Rank{Group: group, Rank: rank}); ok {
+			f.out.rankStraggler(l, first, horizon, float64(ns)/1e9)
+		}
+	}
+	top := make([]rankCost, 0, len(f.scratch))
+	for rank, ns := range f.scratch {
+		if ns > 0 {
+			top = append(top, rankCost{rank: rank, ns: ns})
+		}
+	}
+	slices.SortFunc(top, func(a, b rankCost) int {
+		if c := cmp.Compare(b.ns, a.ns); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.rank, b.rank)
+	})
+	for i := range top[:min(len(top), topRanks)] {
+		if l, ok := f.ranks.get(steps.Rank{Group: group, Rank: top[i].rank}); ok {
+			top[i].host = l.host()
+		}
+	}
+	goodputRecord(logs, labels, goodputReport{
+		times: snapshot, wall: acct.Wall(), attempts: acct.Attempts(), stalls: run.stalls,
+		top: top[:min(len(top), topRanks)], final: run.emitted,
+	}, now)
+}
+
+// extent is the run's first and last span times.
+func (*goodputFeed) extent(acct *goodput.Run) (first, last int64) {
+	first = acct.First()
+	return first, first + acct.Wall()
+}
+
+// rankCost is a rank and the straggler time it cost.
+type rankCost struct {
+	rank int64
+	ns   int64
+	host string
+}
