@@ -192,8 +192,8 @@ func (r *resourceMetrics) metric(id metricID) pmetric.Metric {
 	return m
 }
 
-// gauge adds one rank's data point.
-func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
+// gauge adds one rank's data point and returns it.
+func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) pmetric.NumberDataPoint {
 	dp := w.resource(l.service, l.group).metric(id).Gauge().DataPoints().AppendEmpty()
 	dp.SetTimestamp(pcommon.Timestamp(ts))
 	dp.SetDoubleValue(v)
@@ -202,6 +202,7 @@ func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
 	putLabels(attrs, l.group)
 	putLabels(attrs, l.node)
 	w.added()
+	return dp
 }
 
 // runGauge adds one run's stall point, with its group labels and the kind.

@@ -6,6 +6,9 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 import (
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
@@ -63,7 +66,7 @@ func (m *stepMetrics) decided(d *steps.Decision[none]) {
 		if m.thresholds.Straggles(r.Score) {
 			stragglers++
 		}
-		m.observe(key, labels, r)
+		m.observe(key, labels, d.Step.Iteration, r)
 		lastEnd = max(lastEnd, r.End)
 	}
 	if first != nil {
@@ -88,11 +91,14 @@ func valuesOf(r *steps.RankStep) stepValues {
 func seconds(ns int64) float64 { return float64(ns) / 1e9 }
 
 // observe emits a rank step's points, or adds it to the rank's interval.
-func (m *stepMetrics) observe(key steps.Rank, labels *rankLabels, r *steps.RankStep) {
+func (m *stepMetrics) observe(key steps.Rank, labels *rankLabels, iteration int64, r *steps.RankStep) {
 	v := valuesOf(r)
 	if m.interval <= 0 {
 		for g, x := range v {
-			m.out.gauge(gaugeID(g, vLast), labels, r.End, x)
+			dp := m.out.gauge(gaugeID(g, vLast), labels, r.End, x)
+			if g == gBusy {
+				stepExemplar(dp, iteration, r)
+			}
 		}
 		return
 	}
@@ -104,6 +110,19 @@ func (m *stepMetrics) observe(key steps.Rank, labels *rankLabels, r *steps.RankS
 	}
 	a.labels = labels
 	a.add(v, r.End, first)
+}
+
+// stepExemplar ties a rank step's busy time point to its step: the
+// exemplar holds the iteration and the rank's step span, so that a reader
+// (the nemo_view page) places the point in its step without a per-iteration
+// series.
+func stepExemplar(dp pmetric.NumberDataPoint, iteration int64, r *steps.RankStep) {
+	ex := dp.Exemplars().AppendEmpty()
+	ex.SetTimestamp(dp.Timestamp())
+	ex.SetDoubleValue(dp.DoubleValue())
+	ex.SetTraceID(r.TraceID)
+	ex.SetSpanID(r.SpanID)
+	ex.FilteredAttributes().PutInt(attrkey.MegatronIteration, iteration)
 }
 
 // tick flushes the interval when it is over, and at the last tick.

@@ -165,8 +165,10 @@ type Decision[D any] struct {
 func (d *Decision[D]) Missing() int64 { return max(d.WorldSize-d.Reported, 0) }
 
 // RankStep is one rank's step: its step span and waits, and its scores
-// (Score.Rank is the rank).
+// (Score.Rank is the rank); TraceID and SpanID are its step span's.
 type RankStep struct {
 	stepbusy.StepTime
-	Score stepbusy.Score
+	Score   stepbusy.Score
+	TraceID pcommon.TraceID
+	SpanID  pcommon.SpanID
 }

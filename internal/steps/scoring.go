@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
@@ -46,7 +48,7 @@ type decidedStep[D any] struct {
 // in its busy time; the ranks decided before keep their decision. A step
 // span that starts after the decided step's ranks ended is the iteration
 // done again (the run restarted from a checkpoint): a new step.
-func (e *Engine[P, D]) report(key Step, rank, worldSize int64, iv stepbusy.Interval, now time.Duration) {
+func (e *Engine[P, D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv stepbusy.Interval, now time.Duration) {
 	o := e.open.Get(key)
 	if o == nil {
 		prior, _ := e.decided.Get(key)
@@ -65,7 +67,10 @@ func (e *Engine[P, D]) report(key Step, rank, worldSize int64, iv stepbusy.Inter
 		return // the first step span of a rank counts
 	}
 	v.index[rank] = int32(len(v.ranks))
-	v.ranks = append(v.ranks, RankStep{StepTime: stepbusy.StepTime{Start: iv.Start, End: iv.End}, Score: stepbusy.Score{Rank: rank}})
+	v.ranks = append(v.ranks, RankStep{
+		StepTime: stepbusy.StepTime{Start: iv.Start, End: iv.End}, Score: stepbusy.Score{Rank: rank},
+		TraceID: s.TraceID(), SpanID: s.SpanID(),
+	})
 	e.counts.OpenRankSteps++
 	e.stats.OpenRankSteps++
 	e.open.Report(o, worldSize, v.reported())

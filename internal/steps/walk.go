@@ -129,7 +129,7 @@ func (b *Batch[P, D]) addStep(s ptrace.Span, iteration int64) {
 	}
 	b.st.steps.Add(iteration, iv.Start, iv.End)
 	if b.e.cfg.Scores {
-		b.e.report(b.res.StepOf(iteration), b.res.Rank.Rank, b.res.WorldSize, iv, b.arrival)
+		b.e.report(b.res.StepOf(iteration), b.res.Rank.Rank, b.res.WorldSize, s, iv, b.arrival)
 	}
 }
 
