@@ -40,13 +40,15 @@ type telemetry struct {
 	// SpanRecords holds every span record, for tests that look at more.
 	SpanRecords []record
 	// StepPoints holds the nemo_steps connector's data points (metrics named
-	// nemo.step.*, and its stall gauges nemo.run.* and nemo.rank.*). They are
-	// what the collector derived, not what a rank sent, so they are counted
-	// in none of the above.
+	// nemo.step.*, its stall gauges and its goodput metrics nemo.run.* and
+	// nemo.rank.*). They are what the collector derived, not what a rank
+	// sent, so they are counted in none of the above.
 	StepPoints []record
 	// StallRecords holds the nemo_steps connector's stall records
-	// (nemo.run.stalled, nemo.run.resumed), likewise counted in none.
-	StallRecords []record
+	// (nemo.run.stalled, nemo.run.resumed), likewise counted in none;
+	// GoodputRecords its nemo.run.goodput records.
+	StallRecords   []record
+	GoodputRecords []record
 }
 
 // record is one JSONL line, decoded.
@@ -157,7 +159,11 @@ func readTelemetry(t *testing.T, dir string) telemetry {
 				}
 				n.DataPoints = 1
 			case "logs.jsonl":
-				if ev, _ := rec.attributes()["event.name"].(string); strings.HasPrefix(ev, "nemo.run.") {
+				switch ev, _ := rec.attributes()["event.name"].(string); {
+				case ev == "nemo.run.goodput":
+					got.GoodputRecords = append(got.GoodputRecords, rec)
+					return
+				case strings.HasPrefix(ev, "nemo.run."):
 					got.StallRecords = append(got.StallRecords, rec)
 					return
 				}

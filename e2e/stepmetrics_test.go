@@ -81,6 +81,9 @@ func checkStepMetricsInFiles(t *testing.T, stepName string, roots bool) {
 		if run, _ := p.resource()["nemo.run.id"].(string); run != stepsRunID {
 			t.Errorf("%s point with resource run %q, want %s (the run's own metrics.jsonl)", p.str("name"), run, stepsRunID)
 		}
+		if !strings.HasPrefix(p.str("name"), "nemo.step.") {
+			continue // the stall and goodput metrics: e2e/goodput_test.go, stalls_test.go
+		}
 		attrs := p.attributes()
 		if _, ok := p["value"].(json.Number); !ok {
 			t.Fatalf("step point without a number value: %v", p)
