@@ -140,6 +140,7 @@ func (r *Run) Step(s Step) {
 	}
 	a.firstStep, a.resume = min(a.firstStep, s.Start), min(a.resume, s.Iteration)
 	a.maxIter, a.lastStepEnd = max(a.maxIter, s.Iteration), max(a.lastStepEnd, s.End)
+	r.lastStepStart = max(r.lastStepStart, s.Start)
 	for _, st := range r.stalls {
 		if st.open && st.resumed && st.attempt == a.n && s.Iteration >= st.iteration {
 			st.open, st.until = false, max(s.End, st.since)
@@ -199,7 +200,7 @@ func (r *Run) addInterval(iv interval) {
 	if iv.kind == SpanCheckpointSave {
 		// A save preserves the steps before it: settle up to its end once
 		// those are decided.
-		r.pending = append(r.pending, settlePoint{at: iv.end})
+		r.pending = append(r.pending, settlePoint{at: iv.end, afterStep: true})
 	}
 	for i := len(r.intervals) - 1; i >= 0 && i >= len(r.intervals)-8; i-- {
 		last := &r.intervals[i]
@@ -224,7 +225,7 @@ func (r *Run) Due(now time.Time, delay time.Duration) {
 		case p.due.IsZero():
 			p.due = now.Add(delay)
 			kept = append(kept, p)
-		case !now.Before(p.due) && !r.openStallBefore(p.at):
+		case !now.Before(p.due) && !r.openStallBefore(p.at) && (!p.afterStep || r.lastStepStart >= p.at):
 			r.settle(p.at)
 		default:
 			kept = append(kept, p)

@@ -147,8 +147,10 @@ type Run struct {
 	steps       []stepRec
 	intervals   []interval
 	stalls      []*stallRec
-	// pending are the times to settle up to, once due (Due).
-	pending []settlePoint
+	// pending are the times to settle up to, once due (Due); lastStepStart
+	// is the latest decided step's start.
+	pending       []settlePoint
+	lastStepStart int64
 }
 
 type attempt struct {
@@ -198,6 +200,10 @@ type stallRec struct {
 type settlePoint struct {
 	at  int64
 	due time.Time
+	// afterStep: settle only once a step that starts after at was
+	// decided: training went on after a save, so no stall began in
+	// between (a stall that begins after the last step takes precedence).
+	afterStep bool
 }
 
 // NewRun returns an empty run.

@@ -181,3 +181,20 @@ func TestStateIsBounded(t *testing.T) {
 	assert.Equal(t, s(100), r.Snapshot(nil).Total(), "still adds up")
 	assert.LessOrEqual(t, len(r.ranks), 2)
 }
+
+// A save is settled only once a step after it was decided: until then a
+// stall may still begin at the step before it (the hang in the iteration
+// after the save), which takes precedence over the save's end.
+func TestSaveWaitsForTheNextStepBeforeSettling(t *testing.T) {
+	j := newJob(2)
+	at := j.steps(1, 10, 0, 1, 0)        // [0, 10]
+	j.span(SpanCheckpointSave, at, at+2) // [10, 12]
+	j.r.Due(time.Unix(0, 0), time.Second)
+	j.r.Due(time.Unix(5, 0), time.Second)
+	assert.Zero(t, j.r.Settled().Total(), "no step after the save yet")
+
+	j.steps(11, 11, at+2, 1, 0) // [12, 13]
+	j.r.Due(time.Unix(6, 0), time.Second)
+	assert.InDelta(t, 12, j.r.Settled().Total()/1e9, 1e-6, "settled up to the save's end")
+	assertTimes(t, map[string]float64{"productive": 10, "checkpoint_save": 2}, j.r.Settled())
+}

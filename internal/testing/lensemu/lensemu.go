@@ -124,6 +124,25 @@ type Rank struct {
 	PauseBefore int
 	PauseEvery  int
 	Pause       time.Duration
+	// Start is when the rank's job starts (its megatron.pretrain span), the
+	// same for every rank of a run; zero: early enough that its last step
+	// ends about now. A relaunch of a run sets it after the hung attempt.
+	Start time.Time
+	// Setup is the time from the job's start to its first step (model
+	// set-up, then CheckpointLoad); default 2s.
+	Setup time.Duration
+	// FirstIteration is the iteration the job starts from (default 1): a
+	// relaunch resumes after the checkpoint it loaded.
+	FirstIteration int
+	// CheckpointLoad is how long the rank loads a checkpoint at the end of
+	// its set-up (megatron.load_checkpoint); 0: none.
+	CheckpointLoad time.Duration
+	// SaveEvery saves a checkpoint (megatron.save_checkpoint, lasting
+	// SaveDuration) after every iteration divisible by it; 0: never.
+	// EvalEvery evaluates (megatron.evaluate, lasting EvalDuration) after
+	// them, likewise. Both take synthetic time between the steps.
+	SaveEvery, EvalEvery       int
+	SaveDuration, EvalDuration time.Duration
 	// Barrier, when set, is the run's gradient all-reduce across
 	// processes, and the rank trains in real time: it sleeps until each
 	// span's end before ending it, and in every step, once its
@@ -194,6 +213,12 @@ func (r *Rank) defaults() {
 	}
 	if r.MicroBatches == 0 {
 		r.MicroBatches = 2
+	}
+	if r.FirstIteration == 0 {
+		r.FirstIteration = 1
+	}
+	if r.Setup == 0 {
+		r.Setup = setupTime
 	}
 	if r.StepSpanName == "" {
 		r.StepSpanName = attrkey.MegatronTrainStep
@@ -319,17 +344,21 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 		return err
 	}
 	t0 := r.jobStart()
-	setup := setupTime
+	setup := r.Setup
 	at := func(d time.Duration) trace.SpanStartEventOption { return trace.WithTimestamp(t0.Add(d)) }
 	end := func(d time.Duration) trace.SpanEndOption { return trace.WithTimestamp(t0.Add(d)) }
 
 	ctx, pretrain := tracer.Start(ctx, lensfixture.Pretrain, at(0))
 	_, modelInit := tracer.Start(ctx, lensfixture.ModelInit, at(0))
-	modelInit.End(end(setup))
+	modelInit.End(end(setup - r.CheckpointLoad))
+	if r.CheckpointLoad > 0 {
+		_, load := tracer.Start(ctx, lensfixture.LoadCheckpoint, at(setup-r.CheckpointLoad))
+		load.End(end(setup))
+	}
 	trainCtx, train := tracer.Start(ctx, lensfixture.Train, at(setup))
 
 	cursor := setup
-	for it := 1; it <= r.Steps; it++ {
+	for it := r.FirstIteration; it <= r.Steps; it++ {
 		step := r.stepOf(it)
 		if r.PausesBefore(it) {
 			if err := r.pause(ctx); err != nil {
@@ -355,6 +384,7 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 			d = step.Duration()
 		}
 		cursor += d
+		cursor = r.emitBetweenSteps(trainCtx, tracer, it, t0, cursor)
 		loss := lossAt(it)
 		inst.stepDuration.Record(ctx, float64(d.Milliseconds()))
 		inst.loss.Record(ctx, loss)

@@ -61,7 +61,29 @@ func newSchedule(ranks []Rank) *schedule {
 		total += s.step(it, 0, 0).Duration()
 	}
 	s.t0 = time.Now().Add(-(total + 2*setupTime))
+	if len(ranks) > 0 && !ranks[0].Start.IsZero() {
+		s.t0 = ranks[0].Start
+	}
 	return s
+}
+
+// emitBetweenSteps emits what the rank does after iteration it, from
+// cursor on: a checkpoint save, then an evaluation, as its SaveEvery and
+// EvalEvery say. It returns where the next step starts.
+func (r Rank) emitBetweenSteps(ctx context.Context, tracer trace.Tracer, it int, t0 time.Time, cursor time.Duration) time.Duration {
+	for _, between := range []struct {
+		every int
+		d     time.Duration
+		name  string
+	}{{r.SaveEvery, r.SaveDuration, lensfixture.SaveCheckpoint}, {r.EvalEvery, r.EvalDuration, lensfixture.Evaluate}} {
+		if between.every <= 0 || it%between.every != 0 {
+			continue
+		}
+		_, span := tracer.Start(ctx, between.name, trace.WithTimestamp(t0.Add(cursor)))
+		cursor += between.d
+		span.End(trace.WithTimestamp(t0.Add(cursor)))
+	}
+	return cursor
 }
 
 // stepOf is the rank's step it. A synchronous rank computes for its own
