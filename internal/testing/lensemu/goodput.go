@@ -15,8 +15,8 @@ import (
 // the ground truth the collector's goodput is checked against.
 type Truth struct {
 	Productive, Straggler, Startup, CheckpointLoad, CheckpointSave, Evaluation time.Duration
-	Stalled, LostProgress, Restart, Other                                     time.Duration
-	Wall                                                                      time.Duration
+	Stalled, LostProgress, Restart, Other                                      time.Duration
+	Wall                                                                       time.Duration
 }
 
 // Categories are the truth by the collector's category names.
