@@ -202,6 +202,29 @@ func TestEvenPauseIsPaused(t *testing.T) {
 	}
 }
 
+// TestWedgedCollectiveIsWedged: every rank of a job stops inside the
+// all-reduce of iteration 5 (each ended grad_sync.start, none its finish: a
+// collective that never completes); the stall record says wedged and names
+// no rank behind. (The goodput goldens count a wedge as stalled time.)
+func TestWedgedCollectiveIsWedged(t *testing.T) {
+	for name, shape := range stallShapes {
+		t.Run(name, func(t *testing.T) {
+			c, dir := stallCollector(t)
+			run := runName("run-wedge", name)
+			runJob(t, hungJob(c, run, 4, nil, shape))
+			rec := stallRecords(t, dir, run, "nemo.run.stalled")[0]
+			attrs := rec.attributes()
+			if attrs["nemo.stall.kind"] != "wedged" || len(ints(t, attrs["nemo.stall.culprit_ranks"])) != 0 {
+				t.Errorf("every rank inside the collective: want kind wedged and no culprit, got %v", attrs)
+			}
+			if !strings.Contains(rec.str("body"), "wedged at iteration 5") {
+				t.Errorf("body: %s", rec.str("body"))
+			}
+			c.Stop()
+		})
+	}
+}
+
 // TestStallAlertFires: a real Prometheus scrapes the jaeger preset and
 // evaluates deploy/prometheus/alerts.yaml while a job hangs (rank 1 stops
 // in its forward): NemoRunStalled fires for the run, and NemoRankBehind

@@ -190,6 +190,19 @@ func TestStepMetricsOnPrometheus(t *testing.T) {
 			t.Errorf("rank %d relative score %.3f on Prometheus (slow rank: %v)", r, v, slow)
 		}
 	}
+	// The run's goodput, once its job spans ended and it was emitted: every
+	// category's time, the ratio, and the slow rank's straggler time.
+	waitFor(t, deliveryTimeout, "the run's goodput on the Prometheus endpoint", func() bool {
+		body = scrape(scrapeURL)
+		_, ok := testcollector.SumMetric(body, "nemo_run_goodput_ratio", "nemo_run_id="+stepsRunID)
+		return ok
+	})
+	if got := len(seriesOf(body, "nemo_run_time_seconds_total")); got != 10 {
+		t.Errorf("nemo_run_time_seconds_total: %d series, want one per category (10)", got)
+	}
+	if v, ok := testcollector.SumMetric(body, "nemo_rank_straggler_time_seconds_total", "nemo_run_id="+stepsRunID, "nv_dl_rank="+strconv.Itoa(slowRank)); !ok || v <= 0 {
+		t.Errorf("the slow rank's straggler time: %v (present %v), want more than 0", v, ok)
+	}
 	own := scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.MetricsPort))
 	if len(own) == 0 {
 		t.Fatalf("the collector's own metrics endpoint (port %d) answered nothing", c.MetricsPort)
