@@ -80,7 +80,7 @@ func TestGoals(t *testing.T) {
 		"ceiling":    ok("ceiling", phaseResult{Phase: "10k/s", AvgCores: 0.05, PeakRSSMiB: 120}),
 	}
 	g := goals(byName)
-	require.Len(t, g, 16)
+	require.Len(t, g, 17)
 	assert.True(t, strings.HasPrefix(g[0][1], "met"), g[0][1])
 	assert.True(t, strings.HasPrefix(g[1][1], "not met: 2.25x"), g[1][1])
 	assert.True(t, strings.HasPrefix(g[2][1], "pending"), g[2][1])
@@ -103,9 +103,9 @@ func TestGoals(t *testing.T) {
 	g = goals(byName)
 	assert.Equal(t, "met: 1.30x (preset vs preset_stragglers_off, 100k/s)", g[4][1])
 	assert.Equal(t, "not met: 310 MiB", g[6][1])
-	assert.True(t, strings.HasPrefix(g[13][1], "not met: 0.79x"), g[13][1], "spans/s must be at least 0.8x")
-	assert.True(t, strings.HasPrefix(g[14][1], "met: 1.00x"), g[14][1])
-	assert.True(t, strings.HasPrefix(g[15][1], "met: 1.50x"), g[15][1])
+	assert.True(t, strings.HasPrefix(g[14][1], "not met: 0.79x"), g[14][1], "spans/s must be at least 0.8x")
+	assert.True(t, strings.HasPrefix(g[15][1], "met: 1.00x"), g[15][1])
+	assert.True(t, strings.HasPrefix(g[16][1], "met: 1.50x"), g[16][1])
 	assert.Equal(t, "not measured", g[7][1], "step metrics: no preset_no_step_metrics")
 	byName["preset_no_step_metrics"] = ok("preset_no_step_metrics", phaseResult{Phase: "100k/s", CPUPerMillion: 2.5})
 	assert.Equal(t, "met: 1.04x (preset vs preset_no_step_metrics, 100k/s)", goals(byName)[7][1])
@@ -116,6 +116,13 @@ func TestGoals(t *testing.T) {
 	assert.Equal(t, "met: 1.04x (preset vs preset_no_stall_detector, 100k/s)", goals(byName)[8][1])
 	byName["preset_no_stall_detector"] = ok("preset_no_stall_detector", phaseResult{Phase: "100k/s", CPUPerMillion: 2.4})
 	assert.Equal(t, "not met: 1.08x (preset vs preset_no_stall_detector, 100k/s)", goals(byName)[8][1])
+
+	// Goodput: within 3% of the preset without it.
+	assert.Equal(t, "not measured", goals(byName)[9][1], "no preset_no_goodput")
+	byName["preset_no_goodput"] = ok("preset_no_goodput", phaseResult{Phase: "100k/s", CPUPerMillion: 2.55})
+	assert.Equal(t, "met: 1.02x (preset vs preset_no_goodput, 100k/s)", goals(byName)[9][1])
+	byName["preset_no_goodput"] = ok("preset_no_goodput", phaseResult{Phase: "100k/s", CPUPerMillion: 2.5})
+	assert.Equal(t, "not met: 1.04x (preset vs preset_no_goodput, 100k/s)", goals(byName)[9][1])
 }
 
 func TestThousands(t *testing.T) {

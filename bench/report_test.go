@@ -479,6 +479,7 @@ func goals(byName map[string]scenarioResult) [][2]string {
 	}
 	ratioGoal("step metrics (nemo_steps) on the default preset, 100k/s: CPU per span at most 1.1x without them", "preset", "preset_no_step_metrics", "100k/s", "cpu", 1.1)
 	ratioGoal("stall detector on the default preset, 100k/s: CPU per span at most 1.05x without it", "preset", "preset_no_stall_detector", "100k/s", "cpu", 1.05)
+	ratioGoal("goodput on the default preset, 100k/s: CPU per span at most 1.03x without it", "preset", "preset_no_goodput", "100k/s", "cpu", 1.03)
 	ratioGoal("all_ranks keeping 1% of steps, 100k/s: less CPU per span than keeping every step", "preset_all_ranks_steps_1pct", "preset_all_ranks", "100k/s", "cpu", 1)
 	if p, ok := get("preset_all_ranks_steps_1pct", "100k/s"); ok {
 		verdict := "met"

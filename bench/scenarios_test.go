@@ -173,6 +173,13 @@ func scenarioList() []scenario {
 			env: map[string]string{"NEMO_STALLS": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
 		},
+		// The default preset without its goodput accounting
+		// (NEMO_GOODPUT=false) against the preset: what goodput costs.
+		{
+			name: "preset_no_goodput", what: "configs/file.yaml with NEMO_GOODPUT=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_GOODPUT": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
+		},
 		// The default preset without the nemo_steps connector (step metrics
 		// of every rank) against it: what the metrics cost.
 		{
