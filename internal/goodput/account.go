@@ -120,10 +120,10 @@ func (r *Run) account(from, to int64, charge map[int64]int64) Times {
 			next = edges[i].at
 		}
 		if d := next - at; d > 0 {
-			switch p := top(&counts); {
-			case p == numPrios:
+			switch p := top(&counts); p {
+			case numPrios:
 				t[Other] += d
-			case p == prioStep:
+			case prioStep:
 				visible[pieces[steps[len(steps)-1]].step] += d
 			default:
 				t[prioCategory[p]] += d

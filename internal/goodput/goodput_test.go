@@ -155,10 +155,10 @@ func TestStallThatResumes(t *testing.T) {
 // step runs is a save blocking.
 func TestAsynchronousSaveOverlappingSteps(t *testing.T) {
 	j := newJob(2)
-	at := j.steps(1, 5, 0, 1, 0)
-	j.span(SpanCheckpointSave, at-2.5, at+0.5) // [2.5, 5.5]
-	j.steps(6, 8, at+0.5, 1, 0)
-	assertTimes(t, map[string]float64{"productive": 8, "checkpoint_save": 0.5}, j.r.Snapshot(nil))
+	at := j.steps(1, 5, 0, 2, 0)               // [0, 10]
+	j.span(SpanCheckpointSave, at-2.5, at+0.5) // [7.5, 10.5]
+	j.steps(6, 8, at+0.5, 2, 0)
+	assertTimes(t, map[string]float64{"productive": 16, "checkpoint_save": 0.5}, j.r.Snapshot(nil))
 }
 
 // Training restarted in the same processes: the iteration goes back.

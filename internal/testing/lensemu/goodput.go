@@ -117,8 +117,8 @@ func (r Rank) sched0() time.Time { return r.Start }
 // compute and the optimizer) over the median rank's.
 func stragglerOf(ranks []Rank, it int) time.Duration {
 	busy := make([]time.Duration, len(ranks))
-	for i, r := range ranks {
-		busy[i] = r.ComputeDuration(it) + OptimizerTime
+	for i := range ranks {
+		busy[i] = ranks[i].ComputeDuration(it) + OptimizerTime
 	}
 	if len(busy) < 2 {
 		return 0
