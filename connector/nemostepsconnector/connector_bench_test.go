@@ -59,12 +59,16 @@ func nextIteration(td ptrace.Traces, iteration int64) {
 // record only ConsumeTraces (the caller's latency), with_decide adds the
 // tick that decides the step and builds its 5,001 data points;
 // record_stalls_off is record without the stall detector (stalls:
-// {enabled: false}), what the detector costs on the record path.
+// {enabled: false}), what the detector costs on the record path, and
+// record_goodput_off without goodput (goodput: {enabled: false}).
 func BenchmarkConsumeTraces(b *testing.B) {
 	for _, bc := range []struct {
 		name                  string
-		withDecide, stallsOff bool
-	}{{name: "record"}, {name: "with_decide", withDecide: true}, {name: "record_stalls_off", stallsOff: true}} {
+		withDecide, stallsOff, goodputOff bool
+	}{
+		{name: "record"}, {name: "with_decide", withDecide: true},
+		{name: "record_stalls_off", stallsOff: true}, {name: "record_goodput_off", goodputOff: true},
+	} {
 		withDecide := bc.withDecide
 		b.Run(bc.name, func(b *testing.B) {
 			tel := componenttest.NewTelemetry()
@@ -73,6 +77,9 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			cfg := createDefaultConfig().(*Config)
 			if bc.stallsOff {
 				cfg.Stalls = configoptional.None[StallsConfig]()
+			}
+			if bc.goodputOff {
+				cfg.Goodput = configoptional.None[GoodputConfig]()
 			}
 			c, err := newConnector(metadatatest.NewSettings(tel), cfg, clk)
 			if err != nil {

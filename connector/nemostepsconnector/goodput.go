@@ -6,6 +6,7 @@ package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connecto
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -40,7 +41,14 @@ type goodputFeed struct {
 	seq     uint64
 	process goodput.Process
 	scratch map[int64]int64
+	// kinds caches kindOf by span name: a job sends a few dozen names, and
+	// one map lookup per span is cheaper than the four lists' matching.
+	kinds map[string]goodput.SpanKind
 }
+
+// maxKindNames bounds the span name cache; past it names are matched
+// every time.
+const maxKindNames = 4096
 
 // goodputRun is one run's accounting and when it was last heard of and
 // emitted.
@@ -71,6 +79,7 @@ func newGoodputFeed(cfg *GoodputConfig, decisionWait time.Duration, ranks *rankI
 		out:      out,
 		runs:     boundedmap.New[uint64, *goodputRun](maxRememberedRuns),
 		scratch:  map[int64]int64{},
+		kinds:    map[string]goodput.SpanKind{},
 	}
 }
 
@@ -83,14 +92,26 @@ func (f *goodputFeed) arrived(r *steps.Resource, s ptrace.Span) {
 		})
 		run.lastSeen = r.At
 		run.emitted = false
-		_, process := processOf(r.Attrs)
+		_, process := f.ranks.process(r)
 		f.seq, f.process = r.Seq, run.acct.Process(r.Rank.Rank, process)
 	}
 	f.process.Span(f.kindOf(s.Name()), steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp()))
 }
 
-// kindOf is what a span's name says of the run's time.
+// kindOf is what a span's name says of the run's time, cached by name.
 func (f *goodputFeed) kindOf(name string) goodput.SpanKind {
+	if k, ok := f.kinds[name]; ok {
+		return k
+	}
+	k := f.match(name)
+	if len(f.kinds) < maxKindNames {
+		f.kinds[strings.Clone(name)] = k // the name may share its request's buffer
+	}
+	return k
+}
+
+// match is what a span's name says of the run's time.
+func (f *goodputFeed) match(name string) goodput.SpanKind {
 	switch {
 	case f.save.Match(name):
 		return goodput.SpanCheckpointSave

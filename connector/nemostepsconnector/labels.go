@@ -4,7 +4,7 @@
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
-	"strings"
+	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -83,6 +83,10 @@ type rankIndex struct {
 	// a resource holds many step spans of one rank.
 	seq uint64
 	cur *rankLabels
+	// The host and process identity of the resource read last (procSeq),
+	// which the stall and goodput feeds both read once per resource.
+	procSeq             uint64
+	procHost, procIdent string
 }
 
 func newRankIndex(cfg *Config) *rankIndex {
@@ -177,6 +181,16 @@ func (id identity) matches(l *rankLabels, attrs pcommon.Map, rank int64) bool {
 	return want == len(l.node)
 }
 
+// process is the host and process identity (processOf) of the resource,
+// read once per resource.
+func (x *rankIndex) process(r *steps.Resource) (host, process string) {
+	if x.procSeq != r.Seq || x.procIdent == "" {
+		x.procSeq = r.Seq
+		x.procHost, x.procIdent = processOf(r.Attrs)
+	}
+	return x.procHost, x.procIdent
+}
+
 // processOf is the resource's host and the identity of its process, which
 // tells a restarted rank from the one before: its service.instance.id
 // (NeMo Lens: run and rank, the same after a restart), the run uuid newer
@@ -185,15 +199,22 @@ func processOf(attrs pcommon.Map) (host, process string) {
 	if v, ok := attrs.Get(attrkey.HostName); ok {
 		host = v.AsString()
 	}
-	var b strings.Builder
+	b := make([]byte, 0, 96)
 	for _, key := range processKeys {
 		if v, ok := attrs.Get(key); ok {
-			b.WriteString(v.AsString())
+			switch v.Type() {
+			case pcommon.ValueTypeStr:
+				b = append(b, v.Str()...)
+			case pcommon.ValueTypeInt:
+				b = strconv.AppendInt(b, v.Int(), 10)
+			default:
+				b = append(b, v.AsString()...)
+			}
 		}
-		b.WriteByte('/')
+		b = append(b, '/')
 	}
-	b.WriteString(host)
-	return host, b.String()
+	b = append(b, host...)
+	return host, string(b)
 }
 
 // processKeys tell one process of a rank from the next.

@@ -85,7 +85,7 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 		return
 	}
 	if f.seq != r.Seq {
-		host, process := processOf(r.Attrs)
+		host, process := f.ranks.process(r)
 		id := stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process, Stages: pipelineSize(r.Attrs)}
 		f.seq, f.tracker = r.Seq, f.detector.Rank(r.Group, int(r.WorldSize), id, r.At)
 	}
