@@ -63,7 +63,7 @@ func nextIteration(td ptrace.Traces, iteration int64) {
 // record_goodput_off without goodput (goodput: {enabled: false}).
 func BenchmarkConsumeTraces(b *testing.B) {
 	for _, bc := range []struct {
-		name                  string
+		name                              string
 		withDecide, stallsOff, goodputOff bool
 	}{
 		{name: "record"}, {name: "with_decide", withDecide: true},
