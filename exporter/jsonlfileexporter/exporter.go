@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -18,12 +17,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 )
 
 // jsonlExporter is shared by the traces, metrics and logs exporters built
-// from one configuration, so that signals whose paths resolve to the same
-// file write through one handle, and the files are closed only after the
-// last of them has shut down (and drained its queue).
+// from one configuration (internal/sharedcomponent), so that signals whose
+// paths resolve to the same file write through one handle, and the files
+// are closed only after the last of them has shut down (and drained its
+// queue).
 type jsonlExporter struct {
 	writer   *fileWriter
 	fallback string
@@ -33,10 +34,6 @@ type jsonlExporter struct {
 	// drops its contents at every garbage collection, and re-growing
 	// multi-megabyte buffers then dominated the exporter's CPU under load.
 	batches chan *batch
-
-	mu      sync.Mutex
-	users   int
-	release func() // forgets this exporter in the factory once unused
 }
 
 func newJSONLExporter(cfg *Config, logger *zap.Logger) (*jsonlExporter, error) {
@@ -53,7 +50,8 @@ func newJSONLExporter(cfg *Config, logger *zap.Logger) (*jsonlExporter, error) {
 	return e, nil
 }
 
-func (e *jsonlExporter) start(context.Context, component.Host) error {
+// Start creates the directory and starts the writer's flushing.
+func (e *jsonlExporter) Start(context.Context, component.Host) error {
 	// The directory is created here so that a mistake shows at start; a
 	// failure is not fatal, since the directory may appear later (a mount)
 	// and every write creates what it needs.
@@ -65,19 +63,9 @@ func (e *jsonlExporter) start(context.Context, component.Host) error {
 	return nil
 }
 
-// shutdown is called once per signal exporter; the last one flushes and
-// closes every file.
-func (e *jsonlExporter) shutdown(context.Context) error {
-	e.mu.Lock()
-	e.users--
-	last := e.users <= 0
-	e.mu.Unlock()
-	if !last {
-		return nil
-	}
-	if e.release != nil {
-		e.release()
-	}
+// Shutdown flushes and closes every file; the last signal exporter's
+// shutdown calls it (sharedcomponent.WithLast).
+func (e *jsonlExporter) Shutdown(context.Context) error {
 	return e.writer.shutdown()
 }
 
@@ -139,7 +127,8 @@ func (b *batch) groupFor(t *pathTemplate, attrs pcommon.Map, fallback string, re
 // internal metrics (which the collector labels with the signal).
 type signalExporter struct {
 	*jsonlExporter
-	tmpl *pathTemplate
+	shared *sharedcomponent.Component[*jsonlExporter]
+	tmpl   *pathTemplate
 	// overflow is the file, relative to the directory, that takes this
 	// signal's records beyond max_distinct_paths.
 	overflow string
@@ -150,7 +139,7 @@ type signalExporter struct {
 
 func (s *signalExporter) shutdown(ctx context.Context) error {
 	defer s.tb.Shutdown()
-	return s.jsonlExporter.shutdown(ctx)
+	return s.shared.Shutdown(ctx)
 }
 
 // abandon releases what was acquired for an exporter that was never built.

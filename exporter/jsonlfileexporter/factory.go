@@ -6,7 +6,6 @@ package jsonlfileexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 )
 
 const (
@@ -36,7 +36,7 @@ const (
 
 // NewFactory returns the factory of the jsonl_file exporter.
 func NewFactory() exporter.Factory {
-	s := &sharedExporters{byConfig: make(map[component.Config]*jsonlExporter)}
+	s := &sharedExporters{m: sharedcomponent.NewMap[component.Config, *jsonlExporter](sharedcomponent.WithLast)}
 	return exporter.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -64,35 +64,10 @@ func createDefaultConfig() component.Config {
 }
 
 // sharedExporters hands the exporters of one configuration the same
-// jsonlExporter. It belongs to one factory; there is no package state.
+// jsonlExporter, shut down with the last of them (its queue drains into
+// the files first). It belongs to one factory; there is no package state.
 type sharedExporters struct {
-	mu       sync.Mutex
-	byConfig map[component.Config]*jsonlExporter
-}
-
-func (s *sharedExporters) acquire(cfg *Config, set exporter.Settings) (*jsonlExporter, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.byConfig[cfg]
-	if !ok {
-		var err error
-		e, err = newJSONLExporter(cfg, set.Logger)
-		if err != nil {
-			return nil, err
-		}
-		e.release = func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.byConfig[cfg] == e {
-				delete(s.byConfig, cfg)
-			}
-		}
-		s.byConfig[cfg] = e
-	}
-	e.mu.Lock()
-	e.users++
-	e.mu.Unlock()
-	return e, nil
+	m *sharedcomponent.Map[component.Config, *jsonlExporter]
 }
 
 // newSignalExporter builds the part of the exporter that belongs to one
@@ -106,14 +81,14 @@ func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("create telemetry: %w", err)
 	}
-	shared, err := s.acquire(cfg, set)
+	shared, err := s.m.Acquire(cfg, func() (*jsonlExporter, error) { return newJSONLExporter(cfg, set.Logger) })
 	if err != nil {
 		tb.Shutdown()
 		return nil, nil, err
 	}
-	se := &signalExporter{jsonlExporter: shared, tmpl: tmpl, overflow: overflowDir + "/" + signal + ".jsonl", tel: newTelemetry(tb), tb: tb, logger: set.Logger}
+	se := &signalExporter{jsonlExporter: shared.Unwrap(), shared: shared, tmpl: tmpl, overflow: overflowDir + "/" + signal + ".jsonl", tel: newTelemetry(tb), tb: tb, logger: set.Logger}
 	opts := []exporterhelper.Option{
-		exporterhelper.WithStart(shared.start),
+		exporterhelper.WithStart(shared.Start),
 		exporterhelper.WithShutdown(se.shutdown),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		// No timeout: a file write cannot be interrupted, so canceling its

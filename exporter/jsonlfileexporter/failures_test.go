@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadatatest"
 )
 
@@ -68,20 +69,21 @@ func TestRetryableFailureRetriesOnlyFailedResources(t *testing.T) {
 	cfg.TracesPath = "{nemo.run.id}.jsonl"
 	cfg.FlushInterval = time.Hour
 	cfg.MaxOpenFiles = 1
-	shared, err := newJSONLExporter(cfg, zap.NewNop())
+	shared, err := sharedcomponent.NewMap[*Config, *jsonlExporter](sharedcomponent.WithLast).Acquire(cfg, func() (*jsonlExporter, error) {
+		return newJSONLExporter(cfg, zap.NewNop())
+	})
 	require.NoError(t, err)
-	shared.users = 1
 	tmpl, err := parsePathTemplate(cfg.TracesPath)
 	require.NoError(t, err)
 	tb, err := metadata.NewTelemetryBuilder(componenttest.NewNopTelemetrySettings())
 	require.NoError(t, err)
-	se := &signalExporter{jsonlExporter: shared, tmpl: tmpl, tel: newTelemetry(tb), tb: tb, logger: zap.NewNop()}
+	se := &signalExporter{jsonlExporter: shared.Unwrap(), shared: shared, tmpl: tmpl, tel: newTelemetry(tb), tb: tb, logger: zap.NewNop()}
 
 	// run-a's file holds buffered records and, from now on, refuses writes
 	// (a read-only handle: EBADF, an error worth retrying). With one open
 	// file allowed, run-b cannot get a file until run-a's records are out.
-	require.NoError(t, shared.writer.write("run-a.jsonl", se.overflow, []byte("{\"early\":1}\n"), 1, se.tel))
-	of := shared.writer.files["run-a.jsonl"]
+	require.NoError(t, se.writer.write("run-a.jsonl", se.overflow, []byte("{\"early\":1}\n"), 1, se.tel))
+	of := se.writer.files["run-a.jsonl"]
 	require.NoError(t, of.f.Close())
 	of.f, err = os.Open(filepath.Join(dir, "run-a.jsonl"))
 	require.NoError(t, err)
