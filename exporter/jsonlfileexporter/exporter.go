@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 )
 
@@ -166,69 +167,57 @@ func (s *signalExporter) putBatch(b *batch) {
 }
 
 func (s *signalExporter) consumeTraces(_ context.Context, td ptrace.Traces) error {
-	b := s.getBatch()
-	defer s.putBatch(b)
 	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		g := b.groupFor(s.tmpl, rs.Resource().Attributes(), s.fallback, i)
-		var n int
-		g.buf, n = b.enc.appendResourceSpans(g.buf, rs)
-		g.records += n
-	}
-	failed, err := s.writeGroups(b, rss.Len())
-	if len(failed) == 0 {
-		return err
-	}
-	retry := ptrace.NewTraces()
-	for _, i := range failed {
-		rss.At(i).CopyTo(retry.ResourceSpans().AppendEmpty())
-	}
-	return consumererror.NewTraces(err, retry)
+	return consume(s, rss, (*recordEncoder).appendResourceSpans, func(failed []int, err error) error {
+		retry := ptrace.NewTraces()
+		for _, i := range failed {
+			rss.At(i).CopyTo(retry.ResourceSpans().AppendEmpty())
+		}
+		return consumererror.NewTraces(err, retry)
+	})
 }
 
 func (s *signalExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
-	b := s.getBatch()
-	defer s.putBatch(b)
 	rms := md.ResourceMetrics()
-	for i := 0; i < rms.Len(); i++ {
-		rm := rms.At(i)
-		g := b.groupFor(s.tmpl, rm.Resource().Attributes(), s.fallback, i)
-		var n int
-		g.buf, n = b.enc.appendResourceMetrics(g.buf, rm)
-		g.records += n
-	}
-	failed, err := s.writeGroups(b, rms.Len())
-	if len(failed) == 0 {
-		return err
-	}
-	retry := pmetric.NewMetrics()
-	for _, i := range failed {
-		rms.At(i).CopyTo(retry.ResourceMetrics().AppendEmpty())
-	}
-	return consumererror.NewMetrics(err, retry)
+	return consume(s, rms, (*recordEncoder).appendResourceMetrics, func(failed []int, err error) error {
+		retry := pmetric.NewMetrics()
+		for _, i := range failed {
+			rms.At(i).CopyTo(retry.ResourceMetrics().AppendEmpty())
+		}
+		return consumererror.NewMetrics(err, retry)
+	})
 }
 
 func (s *signalExporter) consumeLogs(_ context.Context, ld plog.Logs) error {
+	rls := ld.ResourceLogs()
+	return consume(s, rls, (*recordEncoder).appendResourceLogs, func(failed []int, err error) error {
+		retry := plog.NewLogs()
+		for _, i := range failed {
+			rls.At(i).CopyTo(retry.ResourceLogs().AppendEmpty())
+		}
+		return consumererror.NewLogs(err, retry)
+	})
+}
+
+// consume encodes a batch's resources, of any signal, each into the group
+// of the file its attributes name, and writes the groups. When some must be
+// retried (writeGroups), retry builds the error that carries those
+// resources, so that exporterhelper retries only them.
+func consume[R pdatautil.Resource, S pdatautil.Resources[R]](s *signalExporter, rs S, encode func(*recordEncoder, []byte, R) ([]byte, int), retry func(failed []int, err error) error) error {
 	b := s.getBatch()
 	defer s.putBatch(b)
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		rl := rls.At(i)
-		g := b.groupFor(s.tmpl, rl.Resource().Attributes(), s.fallback, i)
+	for i := range rs.Len() {
+		r := rs.At(i)
+		g := b.groupFor(s.tmpl, r.Resource().Attributes(), s.fallback, i)
 		var n int
-		g.buf, n = b.enc.appendResourceLogs(g.buf, rl)
+		g.buf, n = encode(&b.enc, g.buf, r)
 		g.records += n
 	}
-	failed, err := s.writeGroups(b, rls.Len())
+	failed, err := s.writeGroups(b, rs.Len())
 	if len(failed) == 0 {
 		return err
 	}
-	retry := plog.NewLogs()
-	for _, i := range failed {
-		rls.At(i).CopyTo(retry.ResourceLogs().AppendEmpty())
-	}
-	return consumererror.NewLogs(err, retry)
+	return retry(failed, err)
 }
 
 // writeGroups writes each group to its file. It returns nil when all were

@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
-	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
 )
 
 func TestUnwritablePathIsPermanentAndLogged(t *testing.T) {

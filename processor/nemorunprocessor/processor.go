@@ -21,6 +21,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
+	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemorunprocessor/internal/metadata"
 )
@@ -264,39 +265,28 @@ func (p *runProcessor) shutdown(context.Context) error {
 }
 
 func (p *runProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
-	var t tally
-	var held []heldResource
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		held = p.processResourceOrHold(rss.At(i).Resource().Attributes(), &t, held)
-	}
-	err := p.awaitDecisions(ctx, held, &t)
-	p.record(ctx, &t)
-	return td, err
+	return td, processResources[ptrace.ResourceSpans](ctx, p, td.ResourceSpans())
 }
 
 func (p *runProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
-	var t tally
-	var held []heldResource
-	rms := md.ResourceMetrics()
-	for i := 0; i < rms.Len(); i++ {
-		held = p.processResourceOrHold(rms.At(i).Resource().Attributes(), &t, held)
-	}
-	err := p.awaitDecisions(ctx, held, &t)
-	p.record(ctx, &t)
-	return md, err
+	return md, processResources[pmetric.ResourceMetrics](ctx, p, md.ResourceMetrics())
 }
 
 func (p *runProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
+	return ld, processResources[plog.ResourceLogs](ctx, p, ld.ResourceLogs())
+}
+
+// processResources gives every resource of a batch, of any signal, its run
+// id, waiting for the decisions it needs.
+func processResources[R pdatautil.Resource, S pdatautil.Resources[R]](ctx context.Context, p *runProcessor, rs S) error {
 	var t tally
 	var held []heldResource
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		held = p.processResourceOrHold(rls.At(i).Resource().Attributes(), &t, held)
+	for i := range rs.Len() {
+		held = p.processResourceOrHold(rs.At(i).Resource().Attributes(), &t, held)
 	}
 	err := p.awaitDecisions(ctx, held, &t)
 	p.record(ctx, &t)
-	return ld, err
+	return err
 }
 
 func (p *runProcessor) processResourceOrHold(attrs pcommon.Map, t *tally, held []heldResource) []heldResource {
