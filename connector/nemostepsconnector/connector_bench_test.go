@@ -66,8 +66,10 @@ func BenchmarkConsumeTraces(b *testing.B) {
 		name                              string
 		withDecide, stallsOff, goodputOff bool
 	}{
-		{name: "record"}, {name: "with_decide", withDecide: true},
-		{name: "record_stalls_off", stallsOff: true}, {name: "record_goodput_off", goodputOff: true},
+		{name: "record"},
+		{name: "with_decide", withDecide: true},
+		{name: "record_stalls_off", stallsOff: true},
+		{name: "record_goodput_off", goodputOff: true},
 	} {
 		withDecide := bc.withDecide
 		b.Run(bc.name, func(b *testing.B) {
