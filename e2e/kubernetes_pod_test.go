@@ -60,6 +60,9 @@ func checkPodSpec(t *testing.T, o k8sObjects, w workload) {
 	for i := range spec.Volumes {
 		volumes[spec.Volumes[i].Name] = spec.Volumes[i]
 	}
+	for _, claim := range w.claims {
+		volumes[claim] = corev1.Volume{Name: claim} // a StatefulSet's volumeClaimTemplates
+	}
 	for _, m := range c.VolumeMounts {
 		if _, ok := volumes[m.Name]; !ok {
 			t.Errorf("%s: mount %s names no volume %q", w.name, m.MountPath, m.Name)
@@ -109,6 +112,14 @@ func checkPodSpec(t *testing.T, o k8sObjects, w workload) {
 		lim, okLim := c.Resources.Limits[res]
 		if !okReq || !okLim || req.Cmp(lim) > 0 || req.Sign() <= 0 {
 			t.Errorf("%s: %s request %v and limit %v: both needed, request <= limit", w.name, res, quantity(req, okReq), quantity(lim, okLim))
+		}
+	}
+	// GOMEMLIMIT from the memory limit (80-95% of it): without it the Go
+	// heap outgrows the limit before memory_limiter refuses.
+	if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		goLimit, err := resource.ParseQuantity(strings.TrimSuffix(plainEnv(c)["GOMEMLIMIT"], "B"))
+		if share := float64(goLimit.Value()) / float64(lim.Value()); err != nil || share < 0.8 || share > 0.95 {
+			t.Errorf("%s: GOMEMLIMIT %q is not 80-95%% of the memory limit %v (err %v)", w.name, plainEnv(c)["GOMEMLIMIT"], lim.String(), err)
 		}
 	}
 	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||

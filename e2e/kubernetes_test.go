@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml" //nolint:depguard // k8s API types decode only via their JSON tags and unmarshalers (Quantity, IntOrString), which go.yaml.in/yaml ignores
@@ -52,32 +53,37 @@ var k8sConfigMaps = []struct {
 
 // k8sObjects is every object of the manifests, by name.
 type k8sObjects struct {
-	files       []string
-	namespaces  map[string]corev1.Namespace
-	configMaps  map[string]corev1.ConfigMap
-	secrets     map[string]corev1.Secret
-	services    map[string]corev1.Service
-	daemonSets  map[string]appsv1.DaemonSet
-	deployments map[string]appsv1.Deployment
-	pdbs        map[string]policyv1.PodDisruptionBudget
+	files        []string
+	namespaces   map[string]corev1.Namespace
+	configMaps   map[string]corev1.ConfigMap
+	secrets      map[string]corev1.Secret
+	services     map[string]corev1.Service
+	daemonSets   map[string]appsv1.DaemonSet
+	statefulSets map[string]appsv1.StatefulSet
+	pdbs         map[string]policyv1.PodDisruptionBudget
 }
 
-// workload is a DaemonSet or Deployment, seen through what both have.
+// workload is a DaemonSet or StatefulSet, seen through what both have.
 type workload struct {
 	kind, name, namespace string
 	selector              *metav1.LabelSelector
 	template              corev1.PodTemplateSpec
+	claims                []string // a StatefulSet's volume claim templates
 }
 
 func (o k8sObjects) workloads() []workload {
 	var out []workload
 	for _, name := range slices.Sorted(maps.Keys(o.daemonSets)) {
 		d := o.daemonSets[name]
-		out = append(out, workload{"DaemonSet", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template})
+		out = append(out, workload{"DaemonSet", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template, nil})
 	}
-	for _, name := range slices.Sorted(maps.Keys(o.deployments)) {
-		d := o.deployments[name]
-		out = append(out, workload{"Deployment", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template})
+	for _, name := range slices.Sorted(maps.Keys(o.statefulSets)) {
+		d := o.statefulSets[name]
+		var claims []string
+		for i := range d.Spec.VolumeClaimTemplates {
+			claims = append(claims, d.Spec.VolumeClaimTemplates[i].Name)
+		}
+		out = append(out, workload{"StatefulSet", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template, claims})
 	}
 	return out
 }
@@ -89,7 +95,7 @@ func loadK8s(t *testing.T) k8sObjects {
 	o := k8sObjects{
 		namespaces: map[string]corev1.Namespace{}, configMaps: map[string]corev1.ConfigMap{},
 		secrets: map[string]corev1.Secret{}, services: map[string]corev1.Service{},
-		daemonSets: map[string]appsv1.DaemonSet{}, deployments: map[string]appsv1.Deployment{},
+		daemonSets: map[string]appsv1.DaemonSet{}, statefulSets: map[string]appsv1.StatefulSet{},
 		pdbs: map[string]policyv1.PodDisruptionBudget{},
 	}
 	paths, err := filepath.Glob(filepath.Join(testcollector.RepoRoot(t), k8sDir, "*.yaml"))
@@ -177,12 +183,12 @@ func (o *k8sObjects) add(doc []byte) error {
 			return err
 		}
 		o.daemonSets[v.Name] = v
-	case "apps/v1/Deployment":
-		var v appsv1.Deployment
+	case "apps/v1/StatefulSet":
+		var v appsv1.StatefulSet
 		if err := strict(&v); err != nil {
 			return err
 		}
-		o.deployments[v.Name] = v
+		o.statefulSets[v.Name] = v
 	case "policy/v1/PodDisruptionBudget":
 		var v policyv1.PodDisruptionBudget
 		if err := strict(&v); err != nil {
@@ -339,8 +345,21 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	agent, okAgent := byComponent["agent"]
 	gw, okGateway := byComponent["gateway"]
-	if !okAgent || !okGateway || agent.kind != "DaemonSet" || gw.kind != "Deployment" {
-		t.Fatalf("want an agent DaemonSet and a gateway Deployment, have %v", slices.Collect(maps.Keys(byComponent)))
+	if !okAgent || !okGateway || agent.kind != "DaemonSet" || gw.kind != "StatefulSet" {
+		t.Fatalf("want an agent DaemonSet and a gateway StatefulSet, have %v", slices.Collect(maps.Keys(byComponent)))
+	}
+	// The gateways' /data is a volume claim of each pod (what they
+	// acknowledged outlives the pod), at least one run's rotation cap.
+	for _, sts := range o.statefulSets {
+		var claimed bool
+		for _, c := range sts.Spec.VolumeClaimTemplates {
+			if c.Name == "data" && c.Spec.Resources.Requests.Storage().Cmp(resource.MustParse("30Gi")) >= 0 {
+				claimed = true
+			}
+		}
+		if !claimed || sts.Spec.ServiceName == "" {
+			t.Errorf("StatefulSet %s: want a data volume claim of at least 30Gi (one run's rotation cap) and its headless serviceName", sts.Name)
+		}
 	}
 
 	// Every Service selects the pods of exactly one workload, on ports they declare.

@@ -20,19 +20,7 @@ import (
 // at-least-once: the persistent queue removes a request only once the backend
 // accepted it, so a request in flight at shutdown is sent again after restart.
 func TestOutageAndRestartLoseNothing(t *testing.T) {
-	sink, err := otlpsink.Start(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	var down atomic.Bool
-	down.Store(true)
-	sink.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
-		if down.Load() {
-			return http.StatusServiceUnavailable, nil, []byte("backend down for the test")
-		}
-		return 0, nil, nil
-	})
+	sink, down := downSink(t)
 
 	env := otlpBackendEnv(t, sink.URL)
 	env["OTLP_BACKEND_METRICS"], env["OTLP_BACKEND_LOGS"] = "true", "true"
@@ -59,6 +47,26 @@ func TestOutageAndRestartLoseNothing(t *testing.T) {
 	if got := sink.Count(otlpsink.Logs); got < int(sent.LogRecords) {
 		t.Errorf("logs: %d records arrived, %d acknowledged", got, sent.LogRecords)
 	}
+}
+
+// downSink starts a fake OTLP backend that answers 503 while down holds
+// (it starts down); it is closed when the test ends.
+func downSink(t *testing.T) (*otlpsink.Sink, *atomic.Bool) {
+	t.Helper()
+	sink, err := otlpsink.Start(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close() })
+	down := &atomic.Bool{}
+	down.Store(true)
+	sink.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
+		if down.Load() {
+			return http.StatusServiceUnavailable, nil, []byte("backend down for the test")
+		}
+		return 0, nil, nil
+	})
+	return sink, down
 }
 
 func distinctSpans(s *otlpsink.Sink) int {

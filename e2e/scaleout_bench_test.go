@@ -5,9 +5,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,13 +50,19 @@ type scaleResult struct {
 	agentCPU, gatewayCPU        float64 // CPU-seconds, load and drain
 	perGateway                  []float64
 	refusedAtFirst, lostBetween float64
-	queueFullLogs               int // agents' "Sender failed" lines naming a full sending queue
+	ackP99                      float64 // the slowest load generator's p99 acknowledgement, ms
+	queueFullLogs               int     // agents' "Sender failed" lines naming a full sending queue
 }
 
 const (
 	scaleLoadgens = 8
 	scaleRanks    = 8 // per load generator
-	scalePhase    = 10 * time.Second
+	// scaleWorkers are each load generator's requests in flight at once:
+	// 16 per generator, 128 in all, as many ranks' SDKs each wait for their
+	// own answer (an agent answers only with its gateway's answer, so a
+	// sender with few requests in flight is bound by that latency).
+	scaleWorkers = 16
+	scalePhase   = 10 * time.Second
 	// scaleDrainQuiet ends the drain: longer than the agents' longest retry
 	// interval (10s), so that data still being retried is not counted lost.
 	scaleDrainQuiet = 12 * time.Second
@@ -91,6 +100,12 @@ func BenchmarkScaleOut(b *testing.B) {
 				b.ReportMetric(r.gatewayCPU/perM, "gateway_cpu_s/Mspans")
 				b.ReportMetric(r.refusedAtFirst, "refused_spans")
 				b.ReportMetric(r.lostBetween, "lost_between_tiers_spans")
+				b.ReportMetric(r.ackP99, "ack_p99_ms")
+				// The agents answer a rank only with its gateway's answer:
+				// nothing they accepted may be missing at the gateways.
+				if r.lostBetween > 0 {
+					b.Errorf("%s: %.0f spans accepted by the agents never reached a gateway", sc.name, r.lostBetween)
+				}
 				b.Logf("%s: offered %.0f spans/s, delivered %.0f spans/s over %.1fs; per gateway %v; CPU-s/M spans agents %.2f, gateways %.2f; %d batches refused by a full agent queue",
 					sc.name, r.offered/r.seconds, r.delivered/r.seconds, r.seconds, r.perGateway, r.agentCPU/perM, r.gatewayCPU/perM, r.queueFullLogs)
 			}
@@ -136,19 +151,29 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 	agentCPU0, gatewayCPU0 := cpuOf(agents), cpuOf(gwCollectors)
 
 	start := time.Now()
-	errs := make(chan error, len(targets))
+	type outcome struct {
+		ackP99 float64
+		err    error
+	}
+	errs := make(chan outcome, len(targets))
 	for i, target := range targets {
 		runID := fmt.Sprintf("bench-run-%d", i%sc.runs)
 		args := []string{
 			"-endpoint", target, "-duration", scalePhase.String(), "-ranks", strconv.Itoa(scaleRanks),
-			"-run-id", runID, "-rate", strconv.Itoa(sc.rate), "-seed", strconv.Itoa(i + 1), "-conns", "1", "-workers", "2",
+			"-run-id", runID, "-rate", strconv.Itoa(sc.rate), "-seed", strconv.Itoa(i + 1), "-conns", "2", "-workers", strconv.Itoa(scaleWorkers),
 		}
-		go func() { errs <- runLoadgenProcess(loadgen, args) }()
+		go func() {
+			p99, err := runLoadgenProcess(loadgen, args)
+			errs <- outcome{p99, err}
+		}()
 	}
+	var ackP99 float64
 	for range targets {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
+		o := <-errs
+		if o.err != nil {
+			b.Fatal(o.err)
 		}
+		ackP99 = max(ackP99, o.ackP99)
 	}
 	// Drain: until the gateways have received what the first tier accepted,
 	// or stop receiving for scaleDrainQuiet.
@@ -179,6 +204,7 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 		agentCPU:       cpuOf(agents) - agentCPU0,
 		gatewayCPU:     cpuOf(gwCollectors) - gatewayCPU0,
 		refusedAtFirst: refused,
+		ackP99:         ackP99,
 	}
 	if sc.agents > 0 {
 		r.lostBetween = offered - last
@@ -272,7 +298,7 @@ func measureHopLatency(b *testing.B, loadgen string, rate int, viaAgent bool) (p
 		"-endpoint", target, "-duration", scalePhase.String(), "-ranks", "8", "-rate", strconv.Itoa(rate),
 		"-microbatches", "4", "-batch", "20", "-step-duration", "1ms",
 	}
-	if err := runLoadgenProcess(loadgen, args); err != nil {
+	if _, err := runLoadgenProcess(loadgen, args); err != nil {
 		b.Fatal(err)
 	}
 	stopTier(agents, gws)
@@ -286,13 +312,30 @@ func measureHopLatency(b *testing.B, loadgen string, rate int, viaAgent bool) (p
 }
 
 // runLoadgenProcess runs the load generator to its end (it stops by itself;
-// the timeout guards against a hang).
-func runLoadgenProcess(bin string, args []string) error {
+// the timeout guards against a hang) and returns its acknowledgement
+// latency's p99 in milliseconds.
+func runLoadgenProcess(bin string, args []string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), scalePhase+2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	dir, err := os.MkdirTemp("", "loadgen-report")
 	if err != nil {
-		return fmt.Errorf("loadgen %v: %w\n%s", args, err, out)
+		return 0, err
 	}
-	return nil
+	defer os.RemoveAll(dir)
+	reportPath := filepath.Join(dir, "report.json")
+	out, err := exec.CommandContext(ctx, bin, append(slices.Clone(args), "-out", reportPath)...).CombinedOutput() //nolint:gosec // G204: the load generator this test built, with the test's own arguments
+	if err != nil {
+		return 0, fmt.Errorf("loadgen %v: %w\n%s", args, err, out)
+	}
+	raw, err := os.ReadFile(reportPath)
+	if err != nil {
+		return 0, err
+	}
+	var report struct {
+		LatencyMs map[string]float64 `json:"latency_ms"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil {
+		return 0, fmt.Errorf("loadgen report: %w", err)
+	}
+	return report.LatencyMs["p99"], nil
 }

@@ -451,14 +451,28 @@ func (w *fileWriter) open(of *outFile) error {
 		of.tel.failed(opOpen)
 		return consumererror.NewPermanent(fmt.Errorf("open %s: not a regular file (%s)", of.path, st.Mode().Type()))
 	}
-	flag := os.O_RDWR | os.O_CREATE | os.O_APPEND
-	if !seen && !w.set.appendMode {
-		flag |= os.O_TRUNC
-	}
-	f, err := os.OpenFile(of.path, flag, w.set.perm)
+	f, err := os.OpenFile(of.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, w.set.perm)
 	if err != nil {
 		of.tel.failed(opOpen)
 		return classifyFileError(fmt.Errorf("open %s: %w", of.path, err))
+	}
+	// Only a file no other collector has open is truncated or repaired
+	// (filelock_unix.go); this writer then holds a shared lock while it has
+	// the file open.
+	own, err := lockExclusive(f)
+	if err != nil {
+		_ = f.Close()
+		of.tel.failed(opOpen)
+		return classifyFileError(fmt.Errorf("lock %s: %w", of.path, err))
+	}
+	if !seen && !w.set.appendMode {
+		if !own {
+			w.logger.Warn("Appending instead of truncating: another collector is writing this file", zap.String("path", of.path))
+		} else if truncErr := f.Truncate(0); truncErr != nil {
+			_ = f.Close()
+			of.tel.failed(opOpen)
+			return classifyFileError(fmt.Errorf("truncate %s: %w", of.path, truncErr))
+		}
 	}
 	if !existed {
 		// The umask must not narrow the configured file_permissions.
@@ -478,7 +492,7 @@ func (w *fileWriter) open(of *outFile) error {
 	size := st.Size()
 	// A plain file's tail is checked on every open (it is cheap); a
 	// compressed one only when this writer does not know how it ends.
-	if size > 0 && (w.comp == nil || !seen || !clean) {
+	if own && size > 0 && (w.comp == nil || !seen || !clean) {
 		size, err = w.repair(f, of.path, w.set.compression, size)
 		if errors.Is(err, errForeign) {
 			w.logger.Warn("An existing compressed file holds data this exporter cannot append after; moving it aside and starting a new file",
@@ -491,6 +505,11 @@ func (w *fileWriter) open(of *outFile) error {
 			of.tel.failed(opOpen)
 			return classifyFileError(err)
 		}
+	}
+	if err := lockShared(f); err != nil {
+		_ = f.Close()
+		of.tel.failed(opOpen)
+		return classifyFileError(fmt.Errorf("lock %s: %w", of.path, err))
 	}
 	of.f = f
 	of.size = size

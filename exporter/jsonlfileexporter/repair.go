@@ -80,6 +80,12 @@ func (w *fileWriter) repairFile(path, codec string) {
 		return
 	}
 	defer f.Close()
+	if own, lockErr := lockExclusive(f); !own {
+		// Another live collector has it open (filelock_unix.go): its tail
+		// may be a record that one just acknowledged.
+		w.logger.Info("Not checking the end of a file another collector is writing", zap.String("path", path), zap.Error(lockErr))
+		return
+	}
 	st, err := f.Stat()
 	if err != nil || st.Size() == 0 {
 		return

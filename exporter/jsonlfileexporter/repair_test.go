@@ -206,3 +206,38 @@ func TestIsBackupName(t *testing.T) {
 		assert.Equal(t, want, isBackupName(path), path)
 	}
 }
+
+// TestSharedDirectoryNeverCutsALiveWritersFile: two collectors writing
+// under one directory (filelock_unix.go). The second one's start-up repair
+// leaves alone a file the first has open, even when it ends in the middle
+// of a line (the first one's write in progress, or a record it just
+// acknowledged when the second read the size); once the first has closed
+// it, the next start repairs it.
+func TestSharedDirectoryNeverCutsALiveWritersFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Compression = Compression(compressionNone)
+	cfg.FlushInterval = 0
+	first := startExporters(t, cfg, nopSettings())
+	require.NoError(t, first.traces.ConsumeTraces(t.Context(), megatronTraces(1, 10)))
+	path := filepath.Join(dir, "traces.jsonl")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"in_flight":`)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	second := startExporters(t, cfg, nopSettings())
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "the second collector cut a file the first one has open")
+	assert.Equal(t, 1, second.logged.FilterMessage("Not checking the end of a file another collector is writing").Len())
+	second.shutdown()
+	first.shutdown()
+
+	third := startExporters(t, cfg, nopSettings())
+	third.shutdown()
+	assert.Len(t, readRecords(t, path), 10, "once nobody has it open, the cut line is removed")
+}

@@ -110,7 +110,7 @@ func (r Rank) newExporters(ctx context.Context) (*exporters, error) {
 	default:
 		return nil, fmt.Errorf("unknown protocol %q: use %q or %q", r.Protocol, GRPC, HTTP)
 	}
-	e.spans = &countingSpans{SpanExporter: se, owner: e}
+	e.spans = &countingSpans{SpanExporter: se, owner: e, acked: r.Acked}
 	e.metrics = &countingMetrics{Exporter: me, owner: e}
 	e.logs = &countingLogs{Exporter: le, owner: e}
 	return e, nil
@@ -119,6 +119,7 @@ func (r Rank) newExporters(ctx context.Context) (*exporters, error) {
 type countingSpans struct {
 	sdktrace.SpanExporter
 	owner *exporters
+	acked *AckLog
 	n     atomic.Int64
 }
 
@@ -126,6 +127,7 @@ func (c *countingSpans) ExportSpans(ctx context.Context, spans []sdktrace.ReadOn
 	err := c.SpanExporter.ExportSpans(ctx, spans)
 	if err == nil {
 		c.n.Add(int64(len(spans)))
+		c.acked.add(spans)
 	}
 	c.owner.record(err)
 	return err

@@ -101,6 +101,10 @@ type Rank struct {
 	NoMetrics, NoLogs bool
 	// Headers are sent with every export request (e.g. an auth token).
 	Headers map[string]string
+	// Acked, when set, records the id of every span the collector
+	// acknowledged, for tests that check acknowledged ⊆ delivered item by
+	// item. One AckLog may be shared by many ranks.
+	Acked *AckLog
 	// TLS, when set, connects with TLS using this client configuration;
 	// otherwise the connection is plaintext.
 	TLS *tls.Config

@@ -213,6 +213,12 @@ func start(tb testing.TB, config string, opts Options) (*Collector, error) {
 		"OTELCOL_METRICS_PORT": strconv.Itoa(c.MetricsPort),
 	}
 	maps.Copy(c.Env, opts.Env)
+	// Ports given in opts.Env (a collector started again on its ports) win.
+	for name, port := range map[string]*int{"OTLP_GRPC_PORT": &c.GRPCPort, "OTLP_HTTP_PORT": &c.HTTPPort, "HEALTH_CHECK_PORT": &c.HealthPort, "OTELCOL_METRICS_PORT": &c.MetricsPort} {
+		if v, err := strconv.Atoi(c.Env[name]); err == nil {
+			*port = v
+		}
+	}
 	c.proc = StartProcess(tb, "collector", Binary(tb), append([]string{"--config=" + config}, opts.Args...), c.Env)
 	if !opts.NoWait {
 		if err := c.waitHealthy(); err != nil {

@@ -1,0 +1,380 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
+)
+
+// freezeFor is how long the frozen gateway stays stopped (SIGSTOP): longer
+// than the ranks' export deadline (10s), so that its runs' ranks see their
+// exports fail and go on, as a disk or GC stall of that length does.
+const freezeFor = 20 * time.Second
+
+// These tests hold configs/agent.yaml in front of configs/gateway.yaml to
+// its promise: a rank is answered only once the gateway its run hashes to
+// has fsynced the data, so whatever fault comes after an acknowledgement,
+// every acknowledged span is in a gateway's files, checked span id by span
+// id (lensemu.AckLog), and the data points and log records by count. What a
+// rank was refused may arrive too (the agent delivers what a rank gave up
+// waiting for): at-least-once, counted and reported.
+
+// TestTwoTiersGatewayFrozenRefusesOnlyItsRuns: one agent, two gateways, one
+// of them frozen with SIGSTOP for freezeFor while every run streams. The
+// frozen gateway's runs are refused (their ranks' exports fail and the
+// ranks go on); the other gateway's runs keep flowing and none of their
+// exports fails; after SIGCONT nothing any rank saw acknowledged is missing.
+func TestTwoTiersGatewayFrozenRefusesOnlyItsRuns(t *testing.T) {
+	gws := startGateways(t, 2, nil)
+	agents := startAgents(t, 1, gws, nil)
+	owner, victimRuns, otherRuns := runsOnBothGateways(t, agents, gws)
+	victim, other := gws[owner[victimRuns[0]]], gws[owner[otherRuns[0]]]
+	t.Logf("run -> gateway: %v; freezing gateway %s, owner of %v", owner, victim.endpoint(), victimRuns)
+
+	acked := lensemu.NewAckLog()
+	victimJob, otherJob := ackedJob(agents, victimRuns, 400, acked), ackedJob(agents, otherRuns, 400, acked)
+	victimDone, otherDone := startJob(t, victimJob), startJob(t, otherJob)
+
+	start := acceptedSpans(t, victim.Collector)
+	if _, err := victim.WaitForMetric(jobTimeout, func(v float64) bool { return v >= start+3000 }, "otelcol_receiver_accepted_spans"); err != nil {
+		t.Fatalf("the job never reached the victim: %v", err)
+	}
+	if err := syscall.Kill(victim.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozenAt := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(victim.Pid(), syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	otherAtFreeze := acceptedSpans(t, other.Collector)
+	time.Sleep(freezeFor)
+	otherDuringFreeze := acceptedSpans(t, other.Collector) - otherAtFreeze
+	otherFinished := jobOver(otherDone.done)
+	resume()
+	if otherDuringFreeze == 0 && !otherFinished {
+		t.Errorf("the other gateway's runs %v did not flow while %s was frozen (head-of-line blocking)", otherRuns, victim.endpoint())
+	}
+
+	otherResults, otherErr := otherDone.wait()
+	victimResults, victimErr := victimDone.wait()
+	if otherErr != nil {
+		t.Errorf("runs on the healthy gateway were refused (want: only the frozen gateway's runs): %v", otherErr)
+	}
+	if victimErr == nil {
+		t.Errorf("no export of the frozen gateway's runs %v failed in %s frozen: the agent acknowledged what its gateway had not", victimRuns, freezeFor)
+	}
+	sent := sentByRun(append(slices.Clone(victimJob), otherJob...), append(slices.Clone(victimResults), otherResults...))
+	lost, dups := waitDelivered(t, agents, gws, owner, sent, acked)
+	if lost != "" {
+		t.Fatal(lost)
+	}
+	t.Logf("frozen %s: the other gateway took %.0f spans meanwhile; the frozen runs' ranks saw %v; acknowledged %d spans, all delivered %s after the freeze began; duplicates or refused-and-delivered: %s",
+		freezeFor, otherDuringFreeze, firstLine(victimErr), len(acked.IDs()), time.Since(frozenAt).Round(time.Second), describe(dups))
+}
+
+// TestTwoTiersAgentKilledLosesNothingAcknowledged: the agent is killed with
+// SIGKILL while two runs stream through it, started again on the same
+// ports, and the runs send more through it. The agent answered only what a
+// gateway had fsynced, so nothing acknowledged is missing.
+func TestTwoTiersAgentKilledLosesNothingAcknowledged(t *testing.T) {
+	gws := startGateways(t, 2, nil)
+	agents := startAgents(t, 1, gws, nil)
+	owner, runsA, runsB := runsOnBothGateways(t, agents, gws)
+	runs := []string{runsA[0], runsB[0]}
+
+	acked := lensemu.NewAckLog()
+	job := ackedJob(agents, runs, 300, acked)
+	done := startJob(t, job)
+	var gwStart float64
+	for _, g := range gws {
+		gwStart += acceptedSpans(t, g.Collector)
+	}
+	waitFor(t, jobTimeout, "10,000 spans at the gateways", func() bool {
+		var sum float64
+		for _, g := range gws {
+			sum += acceptedSpans(t, g.Collector)
+		}
+		return sum >= gwStart+10000 || jobOver(done.done)
+	})
+	if jobOver(done.done) {
+		t.Fatal("the job ended before the kill: make it longer")
+	}
+	agent := agents[0]
+	agent.Kill()
+	// A rank stops at its first failed export (lensemu): the job ends while
+	// the agent is down, with what was acknowledged before.
+	results, jobErr := done.wait()
+	if jobErr == nil {
+		t.Fatal("no export failed with the agent killed")
+	}
+	agents[0] = testcollector.Start(t, testcollector.Config(t, "agent.yaml"), testcollector.Options{Env: agent.Env})
+	// The runs go on through the restarted agent, on the same ports.
+	after := ackedJob(agents, runs, 3, acked)
+	afterResults := runJobByRank(t, after)
+	job, results = append(job, after...), append(results, afterResults...)
+	sent := sentByRun(job, results)
+	lost, dups := waitDelivered(t, agents, gws, owner, sent, acked)
+	if lost != "" {
+		t.Fatal(lost)
+	}
+	t.Logf("agent killed and restarted; the ranks saw %v; acknowledged %d spans, all delivered; duplicates or refused-and-delivered: %s",
+		firstLine(jobErr), len(acked.IDs()), describe(dups))
+}
+
+// runsOnBothGateways probes runs until each of the two gateways owns at
+// least one, and returns the owners and the runs of gateway 0's first run's
+// owner and of the other.
+func runsOnBothGateways(t *testing.T, agents []*testcollector.Collector, gws []*gateway) (map[string]int, []string, []string) {
+	t.Helper()
+	names := []string{"run-alpha", "run-bravo", "run-charlie", "run-delta", "run-echo", "run-foxtrot", "run-golf", "run-hotel"}
+	owner := map[string]int{}
+	for i := 0; i < len(names); i += 2 {
+		o, _, _ := findRunOwners(t, agents, gws, names[i:i+2])
+		maps.Copy(owner, o)
+		var a, b []string
+		for _, run := range names[:i+2] {
+			if owner[run] == owner[names[0]] {
+				a = append(a, run)
+			} else {
+				b = append(b, run)
+			}
+		}
+		if len(b) > 0 {
+			return owner, a, b
+		}
+	}
+	t.Fatalf("all of %v hash to one gateway", names)
+	return nil, nil, nil
+}
+
+// ackedJob is nodeJob for several runs of 16 ranks, the step shapes
+// alternating by run (either taxonomy's step span, in the job span or its
+// own root), every acknowledged span id recorded in acked.
+func ackedJob(agents []*testcollector.Collector, runs []string, steps int, acked *lensemu.AckLog) []lensemu.Rank {
+	shapes := []func(*lensemu.Rank){nil, stallShapes["train.iteration/in_job"], stallShapes["train_step/own_root"], stallShapes["train.iteration/own_root"]}
+	var ranks []lensemu.Rank
+	for i, run := range runs {
+		job := nodeJob(agents, run, 16, steps, attribute.String("test.wave", "acked"))
+		for j := range job {
+			job[j].Acked = acked
+			if shape := shapes[i%len(shapes)]; shape != nil {
+				shape(&job[j])
+			}
+		}
+		ranks = append(ranks, job...)
+	}
+	return ranks
+}
+
+// runningJob is a lensemu job started in the background.
+type runningJob struct {
+	done    chan struct{}
+	results []lensemu.Result
+	err     error
+}
+
+func startJob(t *testing.T, ranks []lensemu.Rank) *runningJob {
+	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
+	j := &runningJob{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		defer cancel()
+		j.results, j.err = lensemu.Job(ctx, ranks)
+	}()
+	return j
+}
+
+func (j *runningJob) wait() ([]lensemu.Result, error) {
+	<-j.done
+	return j.results, j.err
+}
+
+func jobOver(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitDelivered waits, at most redeliveryTimeout, until every acknowledged
+// span id is in a gateway's traces files and every run's files hold at
+// least as many distinct data points and log records as its ranks had
+// acknowledged. It returns what is still missing then (empty: nothing) and
+// the items found beyond what was acknowledged (duplicates, and what a rank
+// was refused but the agent delivered after all).
+func waitDelivered(t *testing.T, agents []*testcollector.Collector, gws []*gateway, owner map[string]int, sent map[string]lensemu.Result, acked *lensemu.AckLog) (string, lensemu.Result) {
+	t.Helper()
+	ids := acked.IDs()
+	var missing []string
+	for deadline := time.Now().Add(redeliveryTimeout); ; time.Sleep(time.Second) {
+		missing = missingItems(t, gws, owner, sent)
+		delivered := deliveredSpanIDs(t, gws)
+		var lost []string
+		for id := range ids {
+			if _, ok := delivered[hex.EncodeToString(id[:])]; !ok {
+				lost = append(lost, hex.EncodeToString(id[:]))
+			}
+		}
+		if len(lost) > 0 {
+			sort.Strings(lost)
+			missing = append(missing, describeLost(len(lost), len(ids), lost))
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "acknowledged but not delivered " + redeliveryTimeout.String() + " after the fault: " + joinLines(missing) + "\nthe agents' errors:\n" + agentErrors(agents), lensemu.Result{}
+		}
+	}
+	var extra lensemu.Result
+	for i, g := range gws {
+		counts := countLines(t, g.dir())
+		for run, n := range counts.total {
+			if owner[run] == i {
+				extra = extra.Add(n.Sub(sent[run]))
+			}
+		}
+	}
+	return "", extra
+}
+
+// deliveredSpanIDs returns the span ids (hex) in every gateway's traces
+// files, complete lines only (a gateway may still be writing).
+func deliveredSpanIDs(t *testing.T, gws []*gateway) map[string]struct{} {
+	t.Helper()
+	out := map[string]struct{}{}
+	for _, g := range gws {
+		err := filepath.WalkDir(g.dir(), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !isOutputFile(path) || signalFile(filepath.Base(path)) != "traces.jsonl" {
+				return err
+			}
+			f := openOutput(t, path)
+			defer f.Close()
+			r := bufio.NewReaderSize(f, 1<<20)
+			for {
+				line, err := r.ReadBytes('\n')
+				if err != nil {
+					break
+				}
+				out[decodeRecord(t, path, line).str("span_id")] = struct{}{}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("walk %s: %v", g.dir(), err)
+		}
+	}
+	return out
+}
+
+// describeLost names how many of the acknowledged spans are missing, with a
+// few of their ids.
+func describeLost(lost, acked int, ids []string) string {
+	return fmt.Sprintf("%d of %d acknowledged spans in no gateway's files (e.g. %s)", lost, acked, strings.Join(ids[:min(3, len(ids))], ", "))
+}
+
+func joinLines(lines []string) string { return strings.Join(lines, "; ") }
+
+// firstLine is an error's first line, for a log that stays short (a job's
+// error joins one line per failed rank).
+func firstLine(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return first
+}
+
+// TestFullPersistentQueueRefusesAndLosesNothing: configs/otlp.yaml with a
+// small persistent queue (NEMO_QUEUE_ITEMS) and its backend down (503)
+// while a job sends more than the queue holds. Once the queue is full the
+// ranks' exports are refused (not acknowledged and then dropped); when the
+// backend is back, every span the collector acknowledged arrives.
+func TestFullPersistentQueueRefusesAndLosesNothing(t *testing.T) {
+	sink, down := downSink(t)
+	env := otlpBackendEnv(t, sink.URL)
+	env["NEMO_RANK_STRATEGY"] = "all_ranks"
+	env["NEMO_QUEUE_ITEMS"] = "10000"
+	c := testcollector.Start(t, testcollector.Config(t, "otlp.yaml"), testcollector.Options{Env: env})
+
+	acked := lensemu.NewAckLog()
+	ranks := mixedJob(c, "run-full-queue", 8, 200)
+	for i := range ranks {
+		ranks[i].Acked, ranks[i].NoMetrics, ranks[i].NoLogs = acked, true, true
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
+	defer cancel()
+	_, jobErr := lensemu.Job(ctx, ranks)
+	if jobErr == nil {
+		t.Fatalf("the job sent more than the queue holds and no export was refused: %d spans acknowledged", len(acked.IDs()))
+	}
+	refused, _, err := c.Metric("otelcol_receiver_refused_spans")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.Count(otlpsink.Traces); n != 0 {
+		t.Fatalf("%d spans were accepted while the backend was down", n)
+	}
+
+	down.Store(false)
+	ids := acked.IDs()
+	var lost []string
+	waitFor(t, deliveryTimeout, "every acknowledged span at the backend", func() bool {
+		got := sinkSpanIDs(sink)
+		lost = lost[:0]
+		for id := range ids {
+			if _, ok := got[hex.EncodeToString(id[:])]; !ok {
+				lost = append(lost, hex.EncodeToString(id[:]))
+			}
+		}
+		return len(lost) == 0
+	})
+	c.Stop()
+	t.Logf("queue of 10,000 items, backend down: %d spans acknowledged, %.0f refused (the ranks saw %v); after recovery all acknowledged spans arrived (%d distinct at the backend)",
+		len(ids), refused, firstLine(jobErr), distinctSpans(sink))
+}
+
+// sinkSpanIDs returns the span ids (hex) the backend received.
+func sinkSpanIDs(s *otlpsink.Sink) map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, r := range s.Requests() {
+		if r.Signal != otlpsink.Traces {
+			continue
+		}
+		for _, rs := range r.Traces.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, span := range ss.Spans().All() {
+					id := span.SpanID()
+					out[hex.EncodeToString(id[:])] = struct{}{}
+				}
+			}
+		}
+	}
+	return out
+}
