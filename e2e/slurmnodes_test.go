@@ -254,14 +254,6 @@ func checkStraggler(t *testing.T, spans []record) {
 	}
 }
 
-func allRanks() []int {
-	ranks := make([]int, nodesWorld)
-	for i := range ranks {
-		ranks[i] = i
-	}
-	return ranks
-}
-
 // barrierPassed reports whether every rank has reached iteration's barrier
 // (lensrank -barrier): they then compute the next iteration.
 func barrierPassed(dir string, iteration int) bool {
