@@ -61,8 +61,9 @@ USER 10001:10001
 VOLUME ["/data"]
 
 # OTLP gRPC, OTLP HTTP, health_check, the collector's own metrics, and the
-# Prometheus exporter of the jaeger and fanout presets.
-EXPOSE 4317 4318 13133 8888 8889
+# Prometheus exporter of the jaeger and fanout presets, and the run pages
+# (nemo_view) of every preset with step metrics.
+EXPOSE 4317 4318 13133 8888 8889 8890
 
 # No shell or curl in a scratch image: /healthcheck GETs
 # http://127.0.0.1:${HEALTH_CHECK_PORT:-13133}/ and exits 0 on 2xx, 1 otherwise.

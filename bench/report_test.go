@@ -501,5 +501,6 @@ func goals(byName map[string]scenarioResult) [][2]string {
 		}
 		out = append(out, [2]string{"durable default preset, all_ranks, 100k/s: p99 acknowledgement latency under 250 ms", fmt.Sprintf("%s: %s ms", verdict, num(p.LatencyP99Ms))})
 	}
+	ratioGoal("run pages (nemo_view) on the default preset, 100k/s: CPU per span at most 1.03x without them", "preset", "preset_no_view", "100k/s", "cpu", 1.03)
 	return out
 }

@@ -180,6 +180,13 @@ func scenarioList() []scenario {
 			env: map[string]string{"NEMO_GOODPUT": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
 		},
+		// The default preset without its run pages (NEMO_VIEW=false)
+		// against the preset: what the pages cost.
+		{
+			name: "preset_no_view", what: "configs/file.yaml with NEMO_VIEW=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			env: map[string]string{"NEMO_VIEW": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
+			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
+		},
 		// The default preset without the nemo_steps connector (step metrics
 		// of every rank) against it: what the metrics cost.
 		{

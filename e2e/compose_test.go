@@ -69,6 +69,8 @@ var collectorPorts = []struct {
 	{env: "OTLP_HTTP_PORT", port: 4318},
 	{env: "HEALTH_CHECK_PORT", port: 13133, loopback: true},
 	{env: "OTELCOL_METRICS_PORT", port: 8888, loopback: true},
+	// The run pages (nemo_view) of every preset with step metrics.
+	{env: "NEMO_VIEW_PORT", port: 8890, loopback: true},
 	// The jaeger and fanout presets' Prometheus exporter.
 	{env: "PROMETHEUS_EXPORTER_PORT", port: 8889, loopback: true, only: "docker-compose.otel.yml"},
 }
@@ -78,6 +80,7 @@ var collectorPorts = []struct {
 var changedPorts = map[string]string{
 	"NEMO_PUBLISH_ADDR": "0.0.0.0", "OTLP_GRPC_PORT": "5317", "OTLP_HTTP_PORT": "5318",
 	"HEALTH_CHECK_PORT": "14133", "OTELCOL_METRICS_PORT": "9888", "PROMETHEUS_EXPORTER_PORT": "9889",
+	"NEMO_VIEW_PORT": "9890",
 }
 
 // loadCompose loads and validates a compose file with compose-go, as

@@ -219,7 +219,7 @@ func TestDockerImage(t *testing.T) {
 		if cfg.User != "10001:10001" {
 			t.Errorf("USER %q, want 10001:10001", cfg.User)
 		}
-		for _, p := range []string{"4317/tcp", "4318/tcp", "13133/tcp", "8888/tcp", "8889/tcp"} {
+		for _, p := range []string{"4317/tcp", "4318/tcp", "13133/tcp", "8888/tcp", "8889/tcp", "8890/tcp"} {
 			if _, ok := cfg.ExposedPorts[p]; !ok {
 				t.Errorf("port %s not exposed", p)
 			}
@@ -389,11 +389,11 @@ func TestDockerCompose(t *testing.T) {
 	project := envOr("NEMO_COMPOSE_PROJECT", fmt.Sprintf("nemo-docker-test-%d", os.Getpid()))
 	grpcPort, httpPort := testcollector.FreePort(t), testcollector.FreePort(t)
 	healthPort, metricsPort := testcollector.FreePort(t), testcollector.FreePort(t)
-	promPort := testcollector.FreePort(t)
+	promPort, viewPort := testcollector.FreePort(t), testcollector.FreePort(t)
 	env := []string{
 		"OTLP_GRPC_PORT=" + strconv.Itoa(grpcPort), "OTLP_HTTP_PORT=" + strconv.Itoa(httpPort),
 		"HEALTH_CHECK_PORT=" + strconv.Itoa(healthPort), "OTELCOL_METRICS_PORT=" + strconv.Itoa(metricsPort),
-		"PROMETHEUS_EXPORTER_PORT=" + strconv.Itoa(promPort),
+		"PROMETHEUS_EXPORTER_PORT=" + strconv.Itoa(promPort), "NEMO_VIEW_PORT=" + strconv.Itoa(viewPort),
 		"NEMO_PUBLISH_ADDR=127.0.0.1",
 		// The one-line switch, to the file preset (its JSONL is checked
 		// below), through the link into the repository's mounted configs/.
@@ -448,7 +448,7 @@ func TestDockerCompose(t *testing.T) {
 		t.Errorf("collector command %s: OTELCOL_CONFIG did not switch the preset", cmd)
 	}
 	// The variables moved the host ports only: each maps to the image's port.
-	for container, host := range map[int]int{4317: grpcPort, 4318: httpPort, 13133: healthPort, 8888: metricsPort, 8889: promPort} {
+	for container, host := range map[int]int{4317: grpcPort, 4318: httpPort, 13133: healthPort, 8888: metricsPort, 8889: promPort, 8890: viewPort} {
 		if got, want := mustDocker(t, env, compose("port", "collector", strconv.Itoa(container))...), fmt.Sprintf("127.0.0.1:%d", host); got != want {
 			t.Errorf("the collector's port %d is published on %q, want %s", container, got, want)
 		}
@@ -458,6 +458,9 @@ func TestDockerCompose(t *testing.T) {
 	}
 	if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); code != http.StatusOK {
 		t.Fatalf("own metrics: status %d", code)
+	}
+	if code := httpStatus(t, fmt.Sprintf("http://127.0.0.1:%d/", viewPort)); code != http.StatusOK {
+		t.Fatalf("run pages: status %d", code)
 	}
 
 	const world = 2 // one rank over gRPC, one over HTTP

@@ -46,6 +46,17 @@ func TestPresetsBindLocalhostByDefault(t *testing.T) {
 					t.Errorf("%s = %q: must bind %s", path, endpoint, listenHost)
 				}
 			})
+			// The exporters that serve (Prometheus' scrape, the run pages).
+			exporters, _ := cfg["exporters"].(map[string]any)
+			for id, exp := range exporters {
+				if strings.HasPrefix(id, "prometheus") || strings.HasPrefix(id, "nemo_view") {
+					walkEndpoints(exp, "exporters."+id, func(path, endpoint string) {
+						if !strings.HasPrefix(endpoint, listenHost+":") {
+							t.Errorf("%s = %q: must bind %s", path, endpoint, listenHost)
+						}
+					})
+				}
+			}
 			service, _ := cfg["service"].(map[string]any)
 			pipelines, _ := service["pipelines"].(map[string]any)
 			if len(pipelines) == 0 {
@@ -75,8 +86,8 @@ func TestPresetsBindLocalhostByDefault(t *testing.T) {
 						id, _ := e.(string)
 						// An id chosen by a variable: its default.
 						id = envDefault.ReplaceAllString(id, "$1")
-						if strings.HasPrefix(id, "prometheus") || hasKey(connectors, id) {
-							continue // pulled from, or a connector into another pipeline
+						if strings.HasPrefix(id, "prometheus") || strings.HasPrefix(id, "nemo_view") || hasKey(connectors, id) {
+							continue // pulled from (a page, a scrape), or a connector into another pipeline
 						}
 						// load_balancing: the queue of its per-endpoint exporter.
 						if dig(cfg, "exporters", id, "sending_queue", "batch") == nil && dig(cfg, "exporters", id, "protocol", "otlp", "sending_queue", "batch") == nil {

@@ -12,8 +12,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -132,6 +134,9 @@ func checkReceiversNeedTLSAndToken(t *testing.T, preset string, args ...string) 
 			t.Errorf("%s with TLS and the token: %d spans, err %v", proto.name, res.Spans, err)
 		}
 	}
+	if preset == "secure.yaml" {
+		checkRunPagesNeedTLSAndToken(t, c, clientTLS, token)
+	}
 	c.Stop()
 	if strings.Contains(c.Logs(), token) {
 		t.Error("the collector logged the bearer token")
@@ -162,5 +167,41 @@ func TestAgentToGatewayOverTLS(t *testing.T) {
 	stopTier(agents, gws)
 	if got := readTelemetry(t, gws[0].dir()).ByRun["run-tls"]; got != sent {
 		t.Errorf("the gateway holds %s of the run, the ranks had %s acknowledged", describe(got), describe(sent))
+	}
+}
+
+// checkRunPagesNeedTLSAndToken: the secure preset's run pages (nemo_view)
+// are protected as its receivers are: TLS, and the bearer token.
+func checkRunPagesNeedTLSAndToken(t *testing.T, c *testcollector.Collector, clientTLS *tls.Config, token string) {
+	t.Helper()
+	url := fmt.Sprintf("https://127.0.0.1:%d/api/runs", c.ViewPort)
+	status := func(client *http.Client, url, authorization string) int {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	tlsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS}, Timeout: 10 * time.Second}
+	if got := status(tlsClient, url, ""); got != http.StatusUnauthorized {
+		t.Errorf("run pages without a token: HTTP %d, want 401", got)
+	}
+	if got := status(tlsClient, url, "Bearer not-the-token"); got != http.StatusUnauthorized {
+		t.Errorf("run pages with a wrong token: HTTP %d, want 401", got)
+	}
+	plain := &http.Client{Timeout: 10 * time.Second}
+	if got := status(plain, strings.Replace(url, "https://", "http://", 1), "Bearer "+token); got == http.StatusOK {
+		t.Error("run pages without TLS: HTTP 200")
+	}
+	if got := status(tlsClient, url, "Bearer "+token); got != http.StatusOK {
+		t.Errorf("run pages with TLS and the token: HTTP %d, want 200", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 )
 
 // The per-rank step gauges.
@@ -72,17 +73,17 @@ func gaugeID(g, variant int) metricID { return metricID(g*numVariants + variant)
 type metricDesc struct{ name, unit, description string }
 
 var gaugeDescs = [numGauges]metricDesc{
-	gDuration:   {"nemo.step.duration", "s", "Wall duration of the rank's step span."},
-	gBusy:       {"nemo.step.busy_time", "s", "The rank's step duration minus the time covered by its wait spans (gradient sync, pipeline receives)."},
-	gWait:       {"nemo.step.wait_time", "s", "The part of the rank's step covered by its wait spans: time spent waiting for the other ranks."},
-	gRelative:   {"nemo.step.relative_score", "1", "The step's fastest busy time over this rank's: 1 for the fastest rank, 0.5 for a rank twice as slow."},
-	gIndividual: {"nemo.step.individual_score", "1", "The rank's best busy time over its last history steps over this step's: 1 when the rank is as fast as it has recently been."},
+	gDuration:   {runrecords.StepDuration, "s", "Wall duration of the rank's step span."},
+	gBusy:       {runrecords.StepBusyTime, "s", "The rank's step duration minus the time covered by its wait spans (gradient sync, pipeline receives)."},
+	gWait:       {runrecords.StepWaitTime, "s", "The part of the rank's step covered by its wait spans: time spent waiting for the other ranks."},
+	gRelative:   {runrecords.StepRelativeScore, "1", "The step's fastest busy time over this rank's: 1 for the fastest rank, 0.5 for a rank twice as slow."},
+	gIndividual: {runrecords.StepIndividualScore, "1", "The rank's best busy time over its last history steps over this step's: 1 when the rank is as fast as it has recently been."},
 }
 
 var variantSuffixes = [numVariants]string{vLast: "", vMin: ".min", vMax: ".max"}
 
 var stragglersDesc = metricDesc{
-	"nemo.step.stragglers", "{step}",
+	runrecords.StepStragglers, "{step}",
 	"Rank steps of the run whose relative or individual score was below its threshold, since the connector first saw the run.",
 }
 

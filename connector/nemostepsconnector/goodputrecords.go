@@ -18,21 +18,22 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/goodput"
+	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 )
 
 // Attribute names of the goodput record and metrics.
 const (
-	eventGoodput        = "nemo.run.goodput"
-	attrGoodput         = "nemo.goodput"
-	attrTimePrefix      = "nemo.time."
-	attrTimeCategory    = "nemo.time.category"
-	attrWallSeconds     = "nemo.run.wall_seconds"
-	attrAttempts        = "nemo.run.attempts"
-	attrTopRanks        = "nemo.goodput.top_ranks"
-	attrGoodputFinal    = "nemo.goodput.final"
-	attrTopRankRank     = "rank"
-	attrTopRankHost     = "host"
-	attrTopRankSeconds  = "seconds"
+	eventGoodput        = runrecords.EventGoodput
+	attrGoodput         = runrecords.Goodput
+	attrTimePrefix      = runrecords.TimePrefix
+	attrTimeCategory    = runrecords.TimeCategory
+	attrWallSeconds     = runrecords.WallSeconds
+	attrAttempts        = runrecords.Attempts
+	attrTopRanks        = runrecords.TopRanks
+	attrGoodputFinal    = runrecords.GoodputFinal
+	attrTopRankRank     = runrecords.TopRankRank
+	attrTopRankHost     = runrecords.TopRankHost
+	attrTopRankSeconds  = runrecords.TopRankSeconds
 	goodputRecordDigits = 4
 )
 

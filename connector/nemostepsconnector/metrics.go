@@ -8,8 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
+	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -122,7 +122,7 @@ func stepExemplar(dp pmetric.NumberDataPoint, iteration int64, r *steps.RankStep
 	ex.SetDoubleValue(dp.DoubleValue())
 	ex.SetTraceID(r.TraceID)
 	ex.SetSpanID(r.SpanID)
-	ex.FilteredAttributes().PutInt(attrkey.MegatronIteration, iteration)
+	ex.FilteredAttributes().PutInt(runrecords.StepIteration, iteration)
 }
 
 // tick flushes the interval when it is over, and at the last tick.

@@ -16,22 +16,23 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // Attribute names of the stall records and gauges.
 const (
-	attrEventName      = "event.name"
-	attrStallKind      = "nemo.stall.kind"
-	attrStallIteration = "nemo.stall.iteration"
-	attrStallRanks     = "nemo.stall.culprit_ranks"
-	attrStallHosts     = "nemo.stall.culprit_hosts"
-	attrStallLostHosts = "nemo.stall.lost_hosts"
-	attrStallSeconds   = "nemo.stall.seconds"
-	attrStallStage     = "nemo.stall.first_stage"
-	eventStalled       = "nemo.run.stalled"
-	eventResumed       = "nemo.run.resumed"
+	attrEventName      = runrecords.EventName
+	attrStallKind      = runrecords.StallKind
+	attrStallIteration = runrecords.StallIteration
+	attrStallRanks     = runrecords.StallRanks
+	attrStallHosts     = runrecords.StallHosts
+	attrStallLostHosts = runrecords.StallLostHosts
+	attrStallSeconds   = runrecords.StallSeconds
+	attrStallStage     = runrecords.StallStage
+	eventStalled       = runrecords.EventStalled
+	eventResumed       = runrecords.EventResumed
 	attrProcessPID     = "process.pid"
 	attrServiceInst    = "service.instance.id"
 	attrRunUUID        = "nv.dl.run.uuid"

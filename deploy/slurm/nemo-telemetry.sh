@@ -29,8 +29,9 @@
 #   OTELCOL_NEMO_BIN     collector binary           [/opt/otelcol-nemo/bin/otelcol-nemo]
 #   NEMO_COLLECTOR_CONFIG  preset                   [/opt/otelcol-nemo/configs/file.yaml]
 #   NEMO_SLURM_DIR       where these scripts are    [the directory of this file]
-#   NEMO_PORT_BASE, NEMO_PORT_SLOTS  port range     [20000, 3000: ports 20000-31999]
-#   OTLP_GRPC_PORT, OTLP_HTTP_PORT, HEALTH_CHECK_PORT, OTELCOL_METRICS_PORT
+#   NEMO_PORT_BASE, NEMO_PORT_SLOTS  port range     [20000, 2400: ports 20000-31999]
+#   OTLP_GRPC_PORT, OTLP_HTTP_PORT, HEALTH_CHECK_PORT, OTELCOL_METRICS_PORT,
+#   NEMO_VIEW_PORT
 #                        explicit ports; by default derived from SLURM_JOB_ID
 #   NEMO_OTLP_PROTOCOL   what the ranks send        [grpc]
 #   NEMO_RUN_OVERRIDE    true: every item of this job gets run id
@@ -44,25 +45,26 @@
 : "${OTELCOL_NEMO_BIN:=/opt/otelcol-nemo/bin/otelcol-nemo}"
 : "${NEMO_COLLECTOR_CONFIG:=/opt/otelcol-nemo/configs/file.yaml}"
 : "${NEMO_PORT_BASE:=20000}"
-: "${NEMO_PORT_SLOTS:=3000}"
+: "${NEMO_PORT_SLOTS:=2400}"
 : "${NEMO_OTLP_PROTOCOL:=grpc}"
 : "${NEMO_COLLECTOR:=job}"
 : "${NEMO_COLLECTOR_START_TIMEOUT:=60}"
 : "${NEMO_COLLECTOR_STOP_TIMEOUT:=25}"
 
-# Four ports per job, from the job id: every node of the job uses the same
+# Five ports per job, from the job id: every node of the job uses the same
 # ones (the ranks' environment is the same everywhere) and jobs sharing a node
 # differ unless their ids are equal modulo NEMO_PORT_SLOTS; a clash is refused
 # at start (otelcol-nemo-node.sh). The range stays below Linux's ephemeral
 # ports (32768-60999), which outgoing connections take.
 nemo_telemetry_env() {
-  local base=$((NEMO_PORT_BASE + 4 * (SLURM_JOB_ID % NEMO_PORT_SLOTS)))
+  local base=$((NEMO_PORT_BASE + 5 * (SLURM_JOB_ID % NEMO_PORT_SLOTS)))
   case $NEMO_COLLECTOR in
     job)
       export OTLP_GRPC_PORT=${OTLP_GRPC_PORT:-$base}
       export OTLP_HTTP_PORT=${OTLP_HTTP_PORT:-$((base + 1))}
       export HEALTH_CHECK_PORT=${HEALTH_CHECK_PORT:-$((base + 2))}
       export OTELCOL_METRICS_PORT=${OTELCOL_METRICS_PORT:-$((base + 3))}
+      export NEMO_VIEW_PORT=${NEMO_VIEW_PORT:-$((base + 4))}
       ;;
     service) # the agent preset's defaults
       export OTLP_GRPC_PORT=${OTLP_GRPC_PORT:-4317}

@@ -55,7 +55,7 @@ healthy() {
 }
 
 rm -f "$ready_file" "$failed_file"
-for port in "$OTLP_GRPC_PORT" "$OTLP_HTTP_PORT" "$HEALTH_CHECK_PORT" "$OTELCOL_METRICS_PORT"; do
+for port in "$OTLP_GRPC_PORT" "$OTLP_HTTP_PORT" "$HEALTH_CHECK_PORT" "$OTELCOL_METRICS_PORT" ${NEMO_VIEW_PORT:+"$NEMO_VIEW_PORT"}; do
   if port_in_use "$port"; then
     fail "port $port is already in use on $node: set NEMO_PORT_BASE (or the *_PORT variables) for this job"
   fi

@@ -152,8 +152,9 @@ type Collector struct {
 	stopped bool
 	mu      sync.Mutex
 
-	// Ports the collector listens on, all on 127.0.0.1.
-	GRPCPort, HTTPPort, HealthPort, MetricsPort int
+	// Ports the collector listens on, all on 127.0.0.1 (ViewPort: the
+	// run pages of the presets with step metrics).
+	GRPCPort, HTTPPort, HealthPort, MetricsPort, ViewPort int
 	// Env is the environment given to the process (only the variables set
 	// here, on top of the test process's own environment).
 	Env map[string]string
@@ -204,6 +205,7 @@ func start(tb testing.TB, config string, opts Options) (*Collector, error) {
 		HTTPPort:    FreePort(tb),
 		HealthPort:  FreePort(tb),
 		MetricsPort: FreePort(tb),
+		ViewPort:    FreePort(tb),
 	}
 	c.Env = map[string]string{
 		"OTELCOL_LISTEN_HOST":  "127.0.0.1",
@@ -211,10 +213,11 @@ func start(tb testing.TB, config string, opts Options) (*Collector, error) {
 		"OTLP_HTTP_PORT":       strconv.Itoa(c.HTTPPort),
 		"HEALTH_CHECK_PORT":    strconv.Itoa(c.HealthPort),
 		"OTELCOL_METRICS_PORT": strconv.Itoa(c.MetricsPort),
+		"NEMO_VIEW_PORT":       strconv.Itoa(c.ViewPort),
 	}
 	maps.Copy(c.Env, opts.Env)
 	// Ports given in opts.Env (a collector started again on its ports) win.
-	for name, port := range map[string]*int{"OTLP_GRPC_PORT": &c.GRPCPort, "OTLP_HTTP_PORT": &c.HTTPPort, "HEALTH_CHECK_PORT": &c.HealthPort, "OTELCOL_METRICS_PORT": &c.MetricsPort} {
+	for name, port := range map[string]*int{"OTLP_GRPC_PORT": &c.GRPCPort, "OTLP_HTTP_PORT": &c.HTTPPort, "HEALTH_CHECK_PORT": &c.HealthPort, "OTELCOL_METRICS_PORT": &c.MetricsPort, "NEMO_VIEW_PORT": &c.ViewPort} {
 		if v, err := strconv.Atoi(c.Env[name]); err == nil {
 			*port = v
 		}

@@ -1,0 +1,278 @@
+// otelcol-nemo run pages. No dependencies, no external assets; the data is
+// the page's inline JSON (#nemo-data), refreshed from /api/runs[/<key>].
+"use strict";
+(function () {
+  const body = document.body;
+  const refresh = Number(body.dataset.refresh) || 2000;
+  const live = body.dataset.static !== "true";
+
+  // Sequential palette (viridis), readable with every common colour vision
+  // deficiency: dark = slow, bright = fast.
+  const VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+  function viridis(t) {
+    t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(t), VIRIDIS.length - 2), f = t - i, a = VIRIDIS[i], b = VIRIDIS[i + 1];
+    return [0, 1, 2].map((k) => Math.round(a[k] + (b[k] - a[k]) * f));
+  }
+  // Okabe-Ito colours, and a grey, for the goodput categories.
+  const CATEGORY_COLOURS = {
+    productive: "#0072b2", straggler: "#e69f00", startup: "#56b4e9", checkpoint_load: "#cc79a7",
+    checkpoint_save: "#f0e442", evaluation: "#009e73", stalled: "#d55e00", lost_progress: "#000000",
+    restart: "#882255", other: "#cccccc",
+  };
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function row(cells) {
+    const tr = document.createElement("tr");
+    for (const c of cells) tr.appendChild(c instanceof Node ? wrapCell(c) : el("td", c));
+    return tr;
+  }
+  function wrapCell(node) { const td = document.createElement("td"); td.appendChild(node); return td; }
+  function pct(x) { return (x * 100).toFixed(1) + "%"; }
+  function secs(x) {
+    if (x >= 3600) return (x / 3600).toFixed(2) + " h";
+    if (x >= 60) return (x / 60).toFixed(1) + " min";
+    return x.toFixed(x < 10 ? 3 : 1) + " s";
+  }
+  function human(name) { return name.replace(/_/g, " "); }
+  function fill(tbody, rows, empty, cols) {
+    tbody.replaceChildren();
+    if (!rows.length) { const tr = row([empty]); tr.className = "empty"; tr.firstChild.colSpan = cols; tbody.appendChild(tr); return; }
+    for (const r of rows) tbody.appendChild(r);
+  }
+  function poll(url, render) {
+    if (!live) return;
+    setInterval(() => {
+      fetch(url, { cache: "no-store" }).then((r) => (r.ok ? r.json() : null)).then((d) => { if (d) render(d); }).catch(() => {});
+    }, refresh);
+  }
+  const initial = JSON.parse(document.getElementById("nemo-data").textContent || "null");
+
+  // ---- the list of runs ------------------------------------------------
+  function renderIndex(runs) {
+    const rows = runs.map((r) => {
+      const a = el("a", r.key);
+      a.href = "/runs/" + encodeURIComponent(r.key);
+      const tr = row([a, r.state + (r.stall_kind ? " (" + r.stall_kind + ")" : ""), r.ranks, r.steps,
+        r.last_iteration ?? "", r.last_step_seconds != null ? r.last_step_seconds.toFixed(3) + " s" : "",
+        r.goodput != null ? pct(r.goodput) : "", r.updated]);
+      tr.dataset.key = r.key;
+      tr.children[1].className = "state-" + r.state;
+      return tr;
+    });
+    fill(document.querySelector("#runs tbody"), rows,
+      "No run yet: point a training job at this collector (OTEL_EXPORTER_OTLP_ENDPOINT) and its steps appear here.", 8);
+  }
+
+  // ---- one run ---------------------------------------------------------
+  let run = null;
+  const cursor = { row: 0, col: 0, set: false };
+
+  function renderRun(d) {
+    run = d;
+    const state = document.getElementById("state");
+    state.textContent = d.state + (d.stall_kind ? " (" + d.stall_kind + ")" : "");
+    state.className = "state state-" + d.state;
+    const parts = [d.ranks + " ranks", d.steps + " steps held"];
+    if (d.last_iteration != null) parts.push("last iteration " + d.last_iteration);
+    if (d.last_step_seconds != null) parts.push("last step " + secs(d.last_step_seconds));
+    if (d.ranks_not_shown) parts.push(d.ranks_not_shown + " more ranks not shown (max_ranks)");
+    if (d.service) parts.push("service " + d.service);
+    document.getElementById("summary").textContent = parts.join(" · ");
+    renderBanner(d);
+    renderGoodput(d.goodput_detail);
+    renderStepTimes(d.step_times || []);
+    renderHeatmap(d);
+    renderStragglers(d);
+    renderStalls(d.stalls || []);
+  }
+
+  function renderBanner(d) {
+    const banner = document.getElementById("banner");
+    const stall = (d.stalls || []).filter((s) => s.ongoing).pop();
+    if (!stall || (d.state !== "stalled" && d.state !== "paused")) { banner.hidden = true; banner.textContent = ""; return; }
+    let text = (d.state === "paused" ? "Paused" : "Stalled (" + stall.kind + ")") + " at iteration " + stall.iteration;
+    if (stall.culprit_ranks.length) text += ": rank" + (stall.culprit_ranks.length > 1 ? "s " : " ") + stall.culprit_ranks.join(", ");
+    if (stall.culprit_hosts.length) text += " on " + stall.culprit_hosts.join(", ");
+    text += ". " + stall.message;
+    banner.textContent = text;
+    banner.hidden = false;
+  }
+
+  function renderGoodput(g) {
+    const bar = document.getElementById("goodput-bar"), list = document.getElementById("goodput-list"), text = document.getElementById("goodput-text");
+    bar.replaceChildren(); list.replaceChildren();
+    if (!g) { text.textContent = "No goodput record yet (nemo_steps emits one every goodput interval and when the run ends)."; bar.hidden = true; return; }
+    bar.hidden = false;
+    const total = g.categories.reduce((a, c) => a + c.seconds, 0) || 1;
+    text.textContent = "Goodput " + pct(g.goodput) + " of " + secs(g.wall_seconds) + (g.final ? " (final)" : " so far") +
+      (g.attempts > 1 ? ", " + g.attempts + " attempts" : "") + ". " + g.message;
+    text.dataset.goodput = String(g.goodput);
+    for (const c of g.categories.slice().sort((a, b) => b.seconds - a.seconds)) {
+      const share = c.seconds / total;
+      if (share > 0) {
+        const s = el("span");
+        s.style.width = (share * 100) + "%";
+        s.style.background = CATEGORY_COLOURS[c.name] || "#888";
+        s.title = human(c.name) + " " + pct(share);
+        bar.appendChild(s);
+      }
+      const li = el("li");
+      const sw = el("span", null, "swatch");
+      sw.style.background = CATEGORY_COLOURS[c.name] || "#888";
+      li.appendChild(sw);
+      li.appendChild(document.createTextNode(human(c.name) + ": " + pct(share) + " (" + secs(c.seconds) + ")"));
+      li.dataset.category = c.name;
+      list.appendChild(li);
+    }
+  }
+
+  function renderStepTimes(times) {
+    const cv = document.getElementById("steps"), ctx = cv.getContext("2d");
+    const w = cv.width, h = cv.height, pad = 40;
+    ctx.clearRect(0, 0, w, h);
+    if (!times.length) return;
+    const ymax = Math.max(...times.map((t) => Math.max(t.slowest_busy_seconds, t.median_duration_seconds))) * 1.1 || 1;
+    const x = (i) => pad + (times.length === 1 ? 0 : (i / (times.length - 1)) * (w - pad - 10));
+    const y = (v) => h - 20 - (v / ymax) * (h - 30);
+    ctx.strokeStyle = "#999"; ctx.fillStyle = "#555"; ctx.font = "12px system-ui, sans-serif";
+    ctx.beginPath(); ctx.moveTo(pad, 5); ctx.lineTo(pad, h - 20); ctx.lineTo(w - 5, h - 20); ctx.stroke();
+    ctx.fillText(ymax.toFixed(2) + " s", 2, 14);
+    ctx.fillText("iteration " + times[0].iteration, pad, h - 5);
+    const last = "iteration " + times[times.length - 1].iteration;
+    ctx.fillText(last, w - 10 - ctx.measureText(last).width, h - 5);
+    const series = [["median_duration_seconds", "#999", [4, 3]], ["median_busy_seconds", "#0072b2", []], ["slowest_busy_seconds", "#d55e00", []]];
+    for (const [key, colour, dash] of series) {
+      ctx.strokeStyle = colour; ctx.lineWidth = 2; ctx.setLineDash(dash); ctx.beginPath();
+      times.forEach((t, i) => (i ? ctx.lineTo(x(i), y(t[key])) : ctx.moveTo(x(i), y(t[key]))));
+      ctx.stroke();
+    }
+    ctx.setLineDash([]);
+    const t = times[times.length - 1];
+    document.getElementById("steps-readout").textContent = "Iteration " + t.iteration + ": median rank busy " + secs(t.median_busy_seconds) +
+      ", slowest rank " + t.slowest_rank + " busy " + secs(t.slowest_busy_seconds) + ", step " + secs(t.median_duration_seconds) + ".";
+  }
+
+  // The heatmap: one pixel per cell drawn into an offscreen canvas, scaled
+  // up without smoothing (a 1,000 x 500 map is 500,000 pixels, no DOM nodes).
+  const geom = { cw: 1, ch: 1, rows: 0, cols: 0, left: 0 };
+  function renderHeatmap(d) {
+    const cv = document.getElementById("heatmap"), ranks = d.rank_list || [], its = d.iterations || [];
+    const rows = ranks.length, cols = its.length;
+    const cw = Math.max(2, Math.min(24, Math.floor(1100 / Math.max(cols, 1))));
+    const ch = Math.max(1, Math.min(20, Math.floor(640 / Math.max(rows, 1))));
+    Object.assign(geom, { cw, ch, rows, cols });
+    cv.width = Math.max(cols * cw, 1); cv.height = Math.max(rows * ch, 1);
+    cv.dataset.rows = String(rows); cv.dataset.cols = String(cols);
+    document.getElementById("heatmap-axes").textContent = rows && cols
+      ? "Rows: ranks " + ranks[0].rank + " (top) to " + ranks[rows - 1].rank + " (bottom); columns: iterations " + its[0] + " (left) to " + its[cols - 1] + " (right)."
+      : "No step yet.";
+    const ctx = cv.getContext("2d");
+    if (!rows || !cols) { ctx.clearRect(0, 0, cv.width, cv.height); cv.dataset.marked = ""; return; }
+    const img = new ImageData(cols, rows), px = img.data;
+    for (let c = 0; c < cols; c++) {
+      const bytes = atob(d.heatmap[c]);
+      for (let r = 0; r < rows; r++) {
+        const q = bytes.charCodeAt(r), o = (r * cols + c) * 4;
+        const rgb = q === 0 ? [221, 221, 221] : viridis((q - 1) / 254);
+        px[o] = rgb[0]; px[o + 1] = rgb[1]; px[o + 2] = rgb[2]; px[o + 3] = 255;
+      }
+    }
+    const off = document.createElement("canvas");
+    off.width = cols; off.height = rows;
+    off.getContext("2d").putImageData(img, 0, 0);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(off, 0, 0, cols * cw, rows * ch);
+    // Straggler steps, outlined (black and white: visible on every colour).
+    const rowOf = new Map(ranks.map((r, i) => [r.rank, i])), colOf = new Map(its.map((it, i) => [it, i]));
+    const marked = [];
+    for (const s of d.stragglers || []) {
+      const r = rowOf.get(s.rank), c = colOf.get(s.iteration);
+      if (r === undefined || c === undefined) continue;
+      marked.push(s.rank + "@" + s.iteration);
+      ctx.lineWidth = 2; ctx.strokeStyle = "#000";
+      ctx.strokeRect(c * cw - 2, r * ch - 2, cw + 4, ch + 4);
+      ctx.lineWidth = 1; ctx.strokeStyle = "#fff";
+      ctx.strokeRect(c * cw - 0.5, r * ch - 0.5, cw + 1, ch + 1);
+    }
+    cv.dataset.marked = marked.join(" ");
+    if (cursor.set) readCell();
+  }
+  function cellAt(r, c) {
+    const ranks = run.rank_list, its = run.iterations;
+    const q = atob(run.heatmap[c]).charCodeAt(r);
+    const st = (run.stragglers || []).find((s) => s.rank === ranks[r].rank && s.iteration === its[c]);
+    return { rank: ranks[r].rank, host: ranks[r].host, iteration: its[c], relative: q ? (q - 1) / 254 : null, straggler: st };
+  }
+  function readCell() {
+    if (!run || !geom.rows || !geom.cols) return;
+    cursor.row = Math.max(0, Math.min(geom.rows - 1, cursor.row));
+    cursor.col = Math.max(0, Math.min(geom.cols - 1, cursor.col));
+    const c = cellAt(cursor.row, cursor.col);
+    let text = "Rank " + c.rank + (c.host ? " on " + c.host : "") + ", iteration " + c.iteration + ": ";
+    text += c.relative === null ? "no step" : "relative score " + c.relative.toFixed(2);
+    if (c.straggler) text += ", straggler (busy " + secs(c.straggler.busy_seconds) + ", individual score " + c.straggler.individual_score.toFixed(2) + ")";
+    document.getElementById("heatmap-readout").textContent = text;
+  }
+  function wireHeatmap() {
+    const cv = document.getElementById("heatmap");
+    cv.addEventListener("keydown", (e) => {
+      const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], PageUp: [-10, 0], PageDown: [10, 0], Home: [0, -1e9], End: [0, 1e9] };
+      const m = moves[e.key];
+      if (!m) return;
+      e.preventDefault();
+      cursor.row += m[0]; cursor.col += m[1]; cursor.set = true;
+      readCell();
+    });
+    cv.addEventListener("mousemove", (e) => {
+      const b = cv.getBoundingClientRect();
+      cursor.row = Math.floor((e.clientY - b.top) / geom.ch); cursor.col = Math.floor((e.clientX - b.left) / geom.cw); cursor.set = true;
+      readCell();
+    });
+  }
+
+  function renderStragglers(d) {
+    const rows = (d.stragglers || []).slice().reverse().slice(0, 100).map((s) => {
+      const tr = row([s.rank, s.host || "", s.iteration, s.relative_score.toFixed(3), s.individual_score.toFixed(3), s.busy_seconds.toFixed(3)]);
+      tr.dataset.rank = String(s.rank); tr.dataset.iteration = String(s.iteration);
+      return tr;
+    });
+    fill(document.querySelector("#stragglers tbody"), rows, "No straggler step (below a score threshold of " + d.thresholds.relative + " relative or " + d.thresholds.individual + " individual).", 6);
+    const top = (d.goodput_detail && d.goodput_detail.top_ranks) || [];
+    fill(document.querySelector("#top-ranks tbody"), top.map((t) => row([t.rank, t.host || "", t.seconds.toFixed(3)])), "None yet (from the goodput record).", 3);
+  }
+
+  function renderStalls(stalls) {
+    const rows = stalls.slice().reverse().map((s) => {
+      const tr = row([s.kind, s.iteration, s.culprit_ranks.join(", ") || "none named", s.culprit_hosts.join(", "),
+        s.first_stage != null ? s.first_stage : "", s.start, s.ongoing ? "ongoing (" + secs(s.seconds) + " so far)" : secs(s.seconds), s.message]);
+      tr.dataset.kind = s.kind;
+      return tr;
+    });
+    fill(document.querySelector("#stalls tbody"), rows, "No stall.", 8);
+  }
+
+  // For scripts and tests: where a cell of the heatmap is drawn.
+  window.nemoView = {
+    cellCenter(rank, iteration) {
+      const r = run.rank_list.findIndex((x) => x.rank === rank), c = run.iterations.indexOf(iteration);
+      if (r < 0 || c < 0) return null;
+      return { x: Math.floor(c * geom.cw + geom.cw / 2), y: Math.floor(r * geom.ch + geom.ch / 2) };
+    },
+  };
+
+  if (body.dataset.page === "index") {
+    renderIndex(initial || []);
+    poll("/api/runs", renderIndex);
+  } else if (body.dataset.page === "run") {
+    wireHeatmap();
+    renderRun(initial);
+    poll("/api/runs/" + encodeURIComponent(body.dataset.key), renderRun);
+  }
+  body.dataset.rendered = "true";
+})();

@@ -1,0 +1,104 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemoviewexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter"
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
+)
+
+const (
+	defaultEndpoint = "localhost:8890"
+	// A 1,000-rank run's last 500 steps take about 8 MiB (BENCHMARKS.md:
+	// 12 bytes per rank step and the maps); the defaults bound the view at
+	// 5 runs of 2,048 ranks, about 80 MiB.
+	defaultMaxRuns   = 5
+	defaultMaxSteps  = 500
+	defaultMaxRanks  = 2048
+	defaultThreshold = 0.7
+	defaultRefresh   = 2 * time.Second
+)
+
+// NewFactory returns the factory of the nemo_view exporter.
+func NewFactory() exporter.Factory {
+	views := sharedcomponent.NewMap[component.Config, *view](sharedcomponent.WithLast)
+	f := &factory{views: views}
+	return exporter.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		exporter.WithMetrics(f.createMetrics, metadata.MetricsStability),
+		exporter.WithLogs(f.createLogs, metadata.LogsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	srv := confighttp.NewDefaultServerConfig()
+	srv.NetAddr.Endpoint = defaultEndpoint
+	return &Config{
+		ServerConfig:        srv,
+		Enabled:             true,
+		MaxRuns:             defaultMaxRuns,
+		MaxSteps:            defaultMaxSteps,
+		MaxRanks:            defaultMaxRanks,
+		RelativeThreshold:   defaultThreshold,
+		IndividualThreshold: defaultThreshold,
+		RefreshInterval:     defaultRefresh,
+	}
+}
+
+// factory hands the metrics and logs exporters of one configuration the
+// same view (one store, one HTTP server), shut down with the last of them.
+type factory struct {
+	views *sharedcomponent.Map[component.Config, *view]
+}
+
+func (f *factory) acquire(set exporter.Settings, cfg *Config) (*sharedcomponent.Component[*view], []exporterhelper.Option, error) {
+	shared, err := f.views.Acquire(cfg, func() (*view, error) { return newView(cfg, set.TelemetrySettings), nil })
+	if err != nil {
+		return nil, nil, err
+	}
+	return shared, []exporterhelper.Option{
+		exporterhelper.WithStart(shared.Start),
+		exporterhelper.WithShutdown(shared.Shutdown),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		// No queue and no timeout: taking a batch is a few map updates in
+		// memory; it is never refused, so nothing upstream waits on it.
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}),
+	}, nil
+}
+
+func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+	shared, opts, err := f.acquire(set, cfg.(*Config))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewMetrics(ctx, set, cfg, shared.Unwrap().consumeMetrics, opts...)
+	if err != nil {
+		_ = shared.Shutdown(ctx) // release this user: the view was never started
+		return nil, err
+	}
+	return exp, nil
+}
+
+func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	shared, opts, err := f.acquire(set, cfg.(*Config))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewLogs(ctx, set, cfg, shared.Unwrap().consumeLogs, opts...)
+	if err != nil {
+		_ = shared.Shutdown(ctx) // release this user: the view was never started
+		return nil, err
+	}
+	return exp, nil
+}

@@ -1,0 +1,339 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemoviewexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter"
+
+import (
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/goodput"
+	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
+)
+
+// runIdentity is a run as the pages key it: its id and worker group (NeMo-RL
+// numbers ranks per worker group, as nemo_steps compares them).
+type runIdentity struct{ id, group string }
+
+func (r runIdentity) key() string {
+	if r.group == "" {
+		return r.id
+	}
+	return r.id + "@" + r.group
+}
+
+func identityOf(attrs, resource pcommon.Map) (runIdentity, bool) {
+	var id runIdentity
+	for _, m := range []pcommon.Map{attrs, resource} {
+		if id.id == "" {
+			id.id = str(m, attrkey.RunID)
+		}
+		if id.group == "" {
+			id.group = str(m, attrkey.WorkerGroup)
+		}
+	}
+	return id, id.id != ""
+}
+
+func str(m pcommon.Map, key string) string {
+	if v, ok := m.Get(key); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+// integer reads an int attribute, also when sent as a double or a string.
+func integer(v pcommon.Value) (int64, bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), true
+	case pcommon.ValueTypeDouble:
+		return int64(v.Double()), true
+	case pcommon.ValueTypeStr:
+		n, err := strconv.ParseInt(v.Str(), 10, 64)
+		return n, err == nil
+	default:
+		return 0, false
+	}
+}
+
+func number(v pcommon.Value) float64 {
+	switch v.Type() {
+	case pcommon.ValueTypeDouble:
+		return v.Double()
+	case pcommon.ValueTypeInt:
+		return float64(v.Int())
+	default:
+		return 0
+	}
+}
+
+// stepGauge is which of a rank step's values a gauge carries.
+type stepGauge uint8
+
+const (
+	gaugeNone stepGauge = iota
+	gaugeBusy
+	gaugeDuration
+	gaugeRelative
+	gaugeIndividual
+)
+
+func gaugeOf(name string) stepGauge {
+	switch name {
+	case runrecords.StepBusyTime:
+		return gaugeBusy
+	case runrecords.StepDuration:
+		return gaugeDuration
+	case runrecords.StepRelativeScore:
+		return gaugeRelative
+	case runrecords.StepIndividualScore:
+		return gaugeIndividual
+	default:
+		return gaugeNone
+	}
+}
+
+// pointKey ties a rank step's gauges together: nemo_steps stamps the five
+// gauges of a rank step with the same run, rank and time, in one batch.
+type pointKey struct {
+	run  string
+	rank int64
+	ts   pcommon.Timestamp
+}
+
+type pendingStep struct {
+	id      runIdentity
+	service string
+	step    rankStep
+	hasIter bool
+}
+
+// addMetrics takes the step gauges of a batch; everything else is ignored.
+// The busy time point's exemplar names the iteration (nemo_steps without
+// an interval); a rank step without it is not shown.
+func (s *store) addMetrics(md pmetric.Metrics) {
+	pending := map[pointKey]*pendingStep{}
+	var order []pointKey
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		service := str(rm.Resource().Attributes(), attrkey.ServiceName)
+		sms := rm.ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				m := ms.At(k)
+				g := gaugeOf(m.Name())
+				if g == gaugeNone || m.Type() != pmetric.MetricTypeGauge {
+					continue
+				}
+				dps := m.Gauge().DataPoints()
+				for p := 0; p < dps.Len(); p++ {
+					dp := dps.At(p)
+					attrs := dp.Attributes()
+					id, ok := identityOf(attrs, rm.Resource().Attributes())
+					if !ok {
+						continue
+					}
+					rv, ok := attrs.Get(attrkey.DLRank)
+					if !ok {
+						rv, ok = attrs.Get(attrkey.LegacyDLRank)
+					}
+					rank, isInt := integer(rv)
+					if !ok || !isInt {
+						continue
+					}
+					key := pointKey{run: id.key(), rank: rank, ts: dp.Timestamp()}
+					ps := pending[key]
+					if ps == nil {
+						ps = &pendingStep{id: id, service: service, step: rankStep{rank: rank, end: int64(dp.Timestamp()), relative: 1, individual: 1}}
+						pending[key] = ps
+						order = append(order, key)
+					}
+					if h := str(attrs, attrkey.HostName); h != "" {
+						ps.step.host = h
+					}
+					v := dp.DoubleValue()
+					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+						v = float64(dp.IntValue())
+					}
+					switch g {
+					case gaugeBusy:
+						ps.step.busy = v
+						if dp.Exemplars().Len() > 0 {
+							if it, ok := dp.Exemplars().At(0).FilteredAttributes().Get(runrecords.StepIteration); ok {
+								ps.step.iteration, ps.hasIter = integer(it)
+							}
+						}
+					case gaugeDuration:
+						ps.step.duration = v
+					case gaugeRelative:
+						ps.step.relative, ps.step.hasRel = v, true
+					case gaugeIndividual:
+						ps.step.individual = v
+					}
+				}
+			}
+		}
+	}
+	if len(order) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range order {
+		ps := pending[key]
+		if !ps.hasIter {
+			continue
+		}
+		s.addStep(s.runFor(key.run, ps.id.id, ps.id.group, ps.service), &ps.step)
+	}
+}
+
+// addLogs takes nemo_steps' stall and goodput records; every other record
+// is ignored.
+func (s *store) addLogs(ld plog.Logs) {
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		service := str(rl.Resource().Attributes(), attrkey.ServiceName)
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			recs := sls.At(j).LogRecords()
+			for k := 0; k < recs.Len(); k++ {
+				rec := recs.At(k)
+				attrs := rec.Attributes()
+				event := str(attrs, runrecords.EventName)
+				if event != runrecords.EventStalled && event != runrecords.EventResumed && event != runrecords.EventGoodput {
+					continue
+				}
+				id, ok := identityOf(attrs, rl.Resource().Attributes())
+				if !ok {
+					continue
+				}
+				at := rec.Timestamp().AsTime()
+				if rec.Timestamp() == 0 {
+					at = rec.ObservedTimestamp().AsTime()
+				}
+				s.mu.Lock()
+				r := s.runFor(id.key(), id.id, id.group, service)
+				switch event {
+				case runrecords.EventStalled:
+					r.addStall(attrs, rec.Body().AsString(), at)
+				case runrecords.EventResumed:
+					r.resume(attrs, rec.Body().AsString(), at)
+				case runrecords.EventGoodput:
+					r.goodput = goodputOf(attrs, rec.Body().AsString(), at)
+				}
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (r *run) addStall(attrs pcommon.Map, body string, at time.Time) {
+	st := stallInfo{kind: str(attrs, runrecords.StallKind), message: body, ongoing: true}
+	if v, ok := attrs.Get(runrecords.StallIteration); ok {
+		st.iteration, _ = integer(v)
+	}
+	if v, ok := attrs.Get(runrecords.StallSeconds); ok {
+		st.seconds = number(v)
+	}
+	st.start = at.Add(-time.Duration(st.seconds * float64(time.Second)))
+	if v, ok := attrs.Get(runrecords.StallRanks); ok && v.Type() == pcommon.ValueTypeSlice {
+		for _, e := range v.Slice().All() {
+			if n, ok := integer(e); ok {
+				st.ranks = append(st.ranks, n)
+			}
+		}
+	}
+	st.hosts = strs(attrs, runrecords.StallHosts)
+	st.lostHosts = strs(attrs, runrecords.StallLostHosts)
+	if v, ok := attrs.Get(runrecords.StallStage); ok {
+		st.stage, st.hasStage = integer(v)
+	}
+	r.endStall(at) // a new stall ends one never resumed
+	r.stalls = append(r.stalls, st)
+	if len(r.stalls) > maxStalls {
+		r.stalls = r.stalls[len(r.stalls)-maxStalls:]
+	}
+	r.stalled = true
+}
+
+func (r *run) resume(attrs pcommon.Map, body string, at time.Time) {
+	if len(r.stalls) == 0 || !r.stalls[len(r.stalls)-1].ongoing {
+		return
+	}
+	st := &r.stalls[len(r.stalls)-1]
+	if v, ok := attrs.Get(runrecords.StallSeconds); ok {
+		st.seconds = number(v)
+	}
+	st.resumedMessage = body
+	r.endStall(at)
+}
+
+func (r *run) endStall(at time.Time) {
+	if n := len(r.stalls); n > 0 && r.stalls[n-1].ongoing {
+		r.stalls[n-1].ongoing = false
+		r.stalls[n-1].end = at
+	}
+	r.stalled = false
+}
+
+func strs(attrs pcommon.Map, key string) []string {
+	v, ok := attrs.Get(key)
+	if !ok || v.Type() != pcommon.ValueTypeSlice {
+		return nil
+	}
+	out := make([]string, 0, v.Slice().Len())
+	for _, e := range v.Slice().All() {
+		out = append(out, e.AsString())
+	}
+	return out
+}
+
+func goodputOf(attrs pcommon.Map, body string, at time.Time) *goodputInfo {
+	g := &goodputInfo{categories: map[string]float64{}, message: body, at: at}
+	if v, ok := attrs.Get(runrecords.Goodput); ok {
+		g.goodput = number(v)
+	}
+	if v, ok := attrs.Get(runrecords.WallSeconds); ok {
+		g.wall = number(v)
+	}
+	if v, ok := attrs.Get(runrecords.Attempts); ok {
+		g.attempts, _ = integer(v)
+	}
+	if v, ok := attrs.Get(runrecords.GoodputFinal); ok && v.Type() == pcommon.ValueTypeBool {
+		g.final = v.Bool()
+	}
+	for c := range goodput.NumCategories {
+		name := c.String()
+		if v, ok := attrs.Get(runrecords.TimePrefix + name); ok {
+			g.categories[name] = number(v)
+		}
+	}
+	if v, ok := attrs.Get(runrecords.TopRanks); ok && v.Type() == pcommon.ValueTypeSlice {
+		for _, e := range v.Slice().All() {
+			if e.Type() != pcommon.ValueTypeMap {
+				continue
+			}
+			m := e.Map()
+			var t topRank
+			if rv, ok := m.Get(runrecords.TopRankRank); ok {
+				t.rank, _ = integer(rv)
+			}
+			t.host = str(m, runrecords.TopRankHost)
+			if sv, ok := m.Get(runrecords.TopRankSeconds); ok {
+				t.seconds = number(sv)
+			}
+			g.top = append(g.top, t)
+		}
+	}
+	return g
+}

@@ -1,0 +1,162 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemoviewexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter"
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"regexp"
+)
+
+// The pages' HTML, script and style, embedded: clusters are often offline,
+// so nothing is fetched from anywhere but this collector.
+//
+//go:embed assets
+var assets embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"pathEscape": url.PathEscape,
+	"iteration":  func(p *int64) string { return deref(p, "%d") },
+	"seconds":    func(p *float64) string { return deref(p, "%.3f s") },
+	"percent": func(p *float64) string {
+		if p == nil {
+			return ""
+		}
+		return fmt.Sprintf("%.1f%%", *p*100)
+	},
+}).ParseFS(assets, "assets/*.html"))
+
+// deref formats what p points to, and nothing for nil.
+func deref[T any](p *T, format string) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf(format, *p)
+}
+
+// handler serves the pages and their JSON.
+type handler struct {
+	store   *store
+	refresh int64 // milliseconds
+	js, css []byte
+}
+
+func newHandler(s *store, cfg *Config) http.Handler {
+	js, _ := assets.ReadFile("assets/view.js")
+	css, _ := assets.ReadFile("assets/view.css")
+	h := &handler{store: s, refresh: cfg.RefreshInterval.Milliseconds(), js: js, css: css}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.index)
+	mux.HandleFunc("GET /runs/{key}", h.run)
+	mux.HandleFunc("GET /api/runs", h.apiRuns)
+	mux.HandleFunc("GET /api/runs/{key}", h.apiRun)
+	mux.HandleFunc("GET /assets/view.js", h.asset("text/javascript; charset=utf-8", js))
+	mux.HandleFunc("GET /assets/view.css", h.asset("text/css; charset=utf-8", css))
+	return securityHeaders(mux)
+}
+
+// securityHeaders: the pages run only their own script (the run's data is
+// inline JSON, never executed) and are never framed.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type pageData struct {
+	Title   string
+	Refresh int64
+	Key     string
+	Data    template.JS
+	// Inline: the saved page, with its script and style in it.
+	Inline bool
+	JS     template.JS
+	CSS    template.CSS
+	Runs   []runSummary
+}
+
+func (h *handler) index(w http.ResponseWriter, _ *http.Request) {
+	runs := h.store.summaries()
+	data, err := json.Marshal(runs)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	// template.JS: json.Marshal escapes <, > and & (no "</script>" can
+	// appear), and the script type is application/json (never executed).
+	render(w, "index.html", pageData{Title: "Training runs", Refresh: h.refresh, Runs: runs, Data: template.JS(data)}) //nolint:gosec // G203: see above
+}
+
+// unsafeFilename keeps a saved page's name to characters every file system
+// takes.
+var unsafeFilename = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func (h *handler) run(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	d, ok := h.store.detail(key)
+	if !ok {
+		http.Error(w, fmt.Sprintf("no run %q here: it sent no step yet, or it was forgotten (max_runs); the runs: /", key), http.StatusNotFound)
+		return
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p := pageData{Title: "Run " + key, Refresh: h.refresh, Key: key, Data: template.JS(data)} //nolint:gosec // G203: as in index
+	if r.URL.Query().Has("save") {
+		p.Inline, p.JS, p.CSS = true, template.JS(h.js), template.CSS(h.css) //nolint:gosec // G203: the embedded assets, no input
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="nemo-run-%s.html"`, unsafeFilename.ReplaceAllString(key, "_")))
+		// The saved file opens from disk: its own inline script and
+		// style only.
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:")
+	}
+	render(w, "run.html", p)
+}
+
+func render(w http.ResponseWriter, name string, p pageData) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, p); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (h *handler) apiRuns(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.store.summaries())
+}
+
+func (h *handler) apiRun(w http.ResponseWriter, r *http.Request) {
+	d, ok := h.store.detail(r.PathValue("key"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such run"})
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (*handler) asset(contentType string, body []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(body)
+	}
+}

@@ -1,0 +1,62 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package runrecords names what the nemo_steps connector says about runs
+// and what its readers rely on (the nemo_view exporter, dashboards, alert
+// rules): the step gauges' names, and the event names and attributes of the
+// stall and goodput log records. One definition, written by nemo_steps and
+// read by nemo_view: components never import each other.
+package runrecords // import "github.com/nemo-lens/otelcol-nemo/internal/runrecords"
+
+import "github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+
+// The step gauges: one point per rank and step, with the rank's identity as
+// point attributes (nemo.run.id, the rank, host.name).
+//
+//nolint:gosec // G101: metric names, no credential
+const (
+	StepDuration        = "nemo.step.duration"
+	StepBusyTime        = "nemo.step.busy_time"
+	StepWaitTime        = "nemo.step.wait_time"
+	StepRelativeScore   = "nemo.step.relative_score"
+	StepIndividualScore = "nemo.step.individual_score"
+	StepStragglers      = "nemo.step.stragglers"
+	// StepIteration is the attribute of the busy time point's exemplar that
+	// names the step's iteration (never a point attribute: one series per
+	// step would explode every backend).
+	StepIteration = attrkey.MegatronIteration
+)
+
+// The records' event names (the event.name attribute).
+const (
+	EventName    = "event.name"
+	EventStalled = "nemo.run.stalled"
+	EventResumed = "nemo.run.resumed"
+	EventGoodput = "nemo.run.goodput"
+)
+
+// The stall records' attributes.
+const (
+	StallKind      = "nemo.stall.kind"
+	StallIteration = "nemo.stall.iteration"
+	StallRanks     = "nemo.stall.culprit_ranks"
+	StallHosts     = "nemo.stall.culprit_hosts"
+	StallLostHosts = "nemo.stall.lost_hosts"
+	StallSeconds   = "nemo.stall.seconds"
+	StallStage     = "nemo.stall.first_stage"
+)
+
+// The goodput record's attributes; TimePrefix + a category name
+// (goodput.Category) is that category's seconds.
+const (
+	Goodput        = "nemo.goodput"
+	TimePrefix     = "nemo.time."
+	TimeCategory   = "nemo.time.category"
+	WallSeconds    = "nemo.run.wall_seconds"
+	Attempts       = "nemo.run.attempts"
+	TopRanks       = "nemo.goodput.top_ranks"
+	GoodputFinal   = "nemo.goodput.final"
+	TopRankRank    = "rank"
+	TopRankHost    = "host"
+	TopRankSeconds = "seconds"
+)
