@@ -80,7 +80,7 @@ func TestGoals(t *testing.T) {
 		"ceiling":    ok("ceiling", phaseResult{Phase: "10k/s", AvgCores: 0.05, PeakRSSMiB: 120}),
 	}
 	g := goals(byName)
-	require.Len(t, g, 17)
+	require.Len(t, g, 18)
 	assert.True(t, strings.HasPrefix(g[0][1], "met"), g[0][1])
 	assert.True(t, strings.HasPrefix(g[1][1], "not met: 2.25x"), g[1][1])
 	assert.True(t, strings.HasPrefix(g[2][1], "pending"), g[2][1])
@@ -123,6 +123,13 @@ func TestGoals(t *testing.T) {
 	assert.Equal(t, "met: 1.02x (preset vs preset_no_goodput, 100k/s)", goals(byName)[9][1])
 	byName["preset_no_goodput"] = ok("preset_no_goodput", phaseResult{Phase: "100k/s", CPUPerMillion: 2.5})
 	assert.Equal(t, "not met: 1.04x (preset vs preset_no_goodput, 100k/s)", goals(byName)[9][1])
+
+	// The run pages: within 3% of the preset without them (the last goal).
+	assert.Equal(t, "not measured", goals(byName)[17][1], "no preset_no_view")
+	byName["preset_no_view"] = ok("preset_no_view", phaseResult{Phase: "100k/s", CPUPerMillion: 2.55})
+	assert.Equal(t, "met: 1.02x (preset vs preset_no_view, 100k/s)", goals(byName)[17][1])
+	byName["preset_no_view"] = ok("preset_no_view", phaseResult{Phase: "100k/s", CPUPerMillion: 2.5})
+	assert.Equal(t, "not met: 1.04x (preset vs preset_no_view, 100k/s)", goals(byName)[17][1])
 }
 
 func TestThousands(t *testing.T) {
