@@ -227,7 +227,7 @@ func (s *store) addLogs(ld plog.Logs) {
 				case runrecords.EventStalled:
 					r.addStall(attrs, rec.Body().AsString(), at)
 				case runrecords.EventResumed:
-					r.resume(attrs, rec.Body().AsString(), at)
+					r.resume(attrs, at)
 				case runrecords.EventGoodput:
 					r.goodput = goodputOf(attrs, rec.Body().AsString(), at)
 				}
@@ -266,7 +266,7 @@ func (r *run) addStall(attrs pcommon.Map, body string, at time.Time) {
 	r.stalled = true
 }
 
-func (r *run) resume(attrs pcommon.Map, body string, at time.Time) {
+func (r *run) resume(attrs pcommon.Map, at time.Time) {
 	if len(r.stalls) == 0 || !r.stalls[len(r.stalls)-1].ongoing {
 		return
 	}
@@ -274,7 +274,6 @@ func (r *run) resume(attrs pcommon.Map, body string, at time.Time) {
 	if v, ok := attrs.Get(runrecords.StallSeconds); ok {
 		st.seconds = number(v)
 	}
-	st.resumedMessage = body
 	r.endStall(at)
 }
 

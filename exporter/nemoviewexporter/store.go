@@ -54,7 +54,7 @@ type run struct {
 	// ranks by slot, the order they were first seen; slots by rank.
 	ranks      []rankInfo
 	slots      map[int64]int
-	ranksOver  int
+	ranksOver  int // ranks beyond max_ranks (counted up to 3x max_ranks)
 	steps      map[int64]*step
 	lastIter   int64
 	stragglers []stragglerStep
@@ -94,16 +94,16 @@ type stragglerStep struct {
 }
 
 type stallInfo struct {
-	kind                    string
-	iteration               int64
-	ranks                   []int64
-	hosts, lostHosts        []string
-	stage                   int64
-	hasStage                bool
-	start, end              time.Time
-	seconds                 float64
-	message, resumedMessage string
-	ongoing                 bool
+	kind             string
+	iteration        int64
+	ranks            []int64
+	hosts, lostHosts []string
+	stage            int64
+	hasStage         bool
+	start, end       time.Time
+	seconds          float64
+	message          string
+	ongoing          bool
 }
 
 type goodputInfo struct {
@@ -162,8 +162,12 @@ func (s *store) addStep(r *run, rs *rankStep) {
 	slot, ok := r.slots[rs.rank]
 	if !ok {
 		if len(r.ranks) >= s.limits.ranks {
-			r.ranksOver++
-			r.slots[rs.rank] = -1
+			// Remembered (to count each rank once) up to 4x max_ranks:
+			// rank numbers from a sender cannot grow the map for ever.
+			if len(r.slots) < 4*s.limits.ranks {
+				r.ranksOver++
+				r.slots[rs.rank] = -1
+			}
 			return
 		}
 		slot = len(r.ranks)
