@@ -4,7 +4,6 @@
 package nemoviewexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter"
 
 import (
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/goodput"
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 )
 
@@ -45,21 +45,6 @@ func str(m pcommon.Map, key string) string {
 		return v.AsString()
 	}
 	return ""
-}
-
-// integer reads an int attribute, also when sent as a double or a string.
-func integer(v pcommon.Value) (int64, bool) {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeDouble:
-		return int64(v.Double()), true
-	case pcommon.ValueTypeStr:
-		n, err := strconv.ParseInt(v.Str(), 10, 64)
-		return n, err == nil
-	default:
-		return 0, false
-	}
 }
 
 func number(v pcommon.Value) float64 {
@@ -107,6 +92,13 @@ type pointKey struct {
 	ts   pcommon.Timestamp
 }
 
+// gaugeBatch gathers a batch's rank steps from their gauges, in arrival
+// order, before they are taken under the store's lock.
+type gaugeBatch struct {
+	steps map[pointKey]*pendingStep
+	order []pointKey
+}
+
 type pendingStep struct {
 	id      runIdentity
 	service string
@@ -114,133 +106,127 @@ type pendingStep struct {
 	hasIter bool
 }
 
+// rankKeys are where nemo_steps puts a point's rank (its default rank_keys).
+var rankKeys = []string{attrkey.DLRank, attrkey.LegacyDLRank}
+
+// add takes one data point of gauge g.
+func (b *gaugeBatch) add(g stepGauge, dp pmetric.NumberDataPoint, resource pcommon.Map, service string) {
+	attrs := dp.Attributes()
+	id, ok := identityOf(attrs, resource)
+	if !ok {
+		return
+	}
+	rank, _, status := rankattr.Lookup(attrs, rankKeys)
+	if status != rankattr.Valid {
+		return
+	}
+	key := pointKey{run: id.key(), rank: rank, ts: dp.Timestamp()}
+	ps := b.steps[key]
+	if ps == nil {
+		ps = &pendingStep{id: id, service: service, step: rankStep{rank: rank, end: int64(dp.Timestamp()), relative: 1, individual: 1}}
+		b.steps[key] = ps
+		b.order = append(b.order, key)
+	}
+	if h := str(attrs, attrkey.HostName); h != "" {
+		ps.step.host = h
+	}
+	v := dp.DoubleValue()
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+		v = float64(dp.IntValue())
+	}
+	switch g {
+	case gaugeBusy:
+		ps.step.busy = v
+		if dp.Exemplars().Len() > 0 {
+			if it, ok := dp.Exemplars().At(0).FilteredAttributes().Get(runrecords.StepIteration); ok {
+				ps.step.iteration, ps.hasIter = rankattr.Parse(it)
+			}
+		}
+	case gaugeDuration:
+		ps.step.duration = v
+	case gaugeRelative:
+		ps.step.relative, ps.step.hasRel = v, true
+	case gaugeIndividual:
+		ps.step.individual = v
+	}
+}
+
 // addMetrics takes the step gauges of a batch; everything else is ignored.
 // The busy time point's exemplar names the iteration (nemo_steps without
 // an interval); a rank step without it is not shown.
 func (s *store) addMetrics(md pmetric.Metrics) {
-	pending := map[pointKey]*pendingStep{}
-	var order []pointKey
-	rms := md.ResourceMetrics()
-	for i := 0; i < rms.Len(); i++ {
-		rm := rms.At(i)
+	b := gaugeBatch{steps: map[pointKey]*pendingStep{}}
+	for _, rm := range md.ResourceMetrics().All() {
 		service := str(rm.Resource().Attributes(), attrkey.ServiceName)
-		sms := rm.ScopeMetrics()
-		for j := 0; j < sms.Len(); j++ {
-			ms := sms.At(j).Metrics()
-			for k := 0; k < ms.Len(); k++ {
-				m := ms.At(k)
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
 				g := gaugeOf(m.Name())
 				if g == gaugeNone || m.Type() != pmetric.MetricTypeGauge {
 					continue
 				}
-				dps := m.Gauge().DataPoints()
-				for p := 0; p < dps.Len(); p++ {
-					dp := dps.At(p)
-					attrs := dp.Attributes()
-					id, ok := identityOf(attrs, rm.Resource().Attributes())
-					if !ok {
-						continue
-					}
-					rv, ok := attrs.Get(attrkey.DLRank)
-					if !ok {
-						rv, ok = attrs.Get(attrkey.LegacyDLRank)
-					}
-					rank, isInt := integer(rv)
-					if !ok || !isInt {
-						continue
-					}
-					key := pointKey{run: id.key(), rank: rank, ts: dp.Timestamp()}
-					ps := pending[key]
-					if ps == nil {
-						ps = &pendingStep{id: id, service: service, step: rankStep{rank: rank, end: int64(dp.Timestamp()), relative: 1, individual: 1}}
-						pending[key] = ps
-						order = append(order, key)
-					}
-					if h := str(attrs, attrkey.HostName); h != "" {
-						ps.step.host = h
-					}
-					v := dp.DoubleValue()
-					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-						v = float64(dp.IntValue())
-					}
-					switch g {
-					case gaugeBusy:
-						ps.step.busy = v
-						if dp.Exemplars().Len() > 0 {
-							if it, ok := dp.Exemplars().At(0).FilteredAttributes().Get(runrecords.StepIteration); ok {
-								ps.step.iteration, ps.hasIter = integer(it)
-							}
-						}
-					case gaugeDuration:
-						ps.step.duration = v
-					case gaugeRelative:
-						ps.step.relative, ps.step.hasRel = v, true
-					case gaugeIndividual:
-						ps.step.individual = v
-					}
+				for _, dp := range m.Gauge().DataPoints().All() {
+					b.add(g, dp, rm.Resource().Attributes(), service)
 				}
 			}
 		}
 	}
-	if len(order) == 0 {
+	if len(b.order) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, key := range order {
-		ps := pending[key]
-		if !ps.hasIter {
-			continue
+	for _, key := range b.order {
+		if ps := b.steps[key]; ps.hasIter {
+			s.addStep(s.runFor(key.run, ps.id.id, ps.id.group, ps.service), &ps.step)
 		}
-		s.addStep(s.runFor(key.run, ps.id.id, ps.id.group, ps.service), &ps.step)
 	}
 }
 
 // addLogs takes nemo_steps' stall and goodput records; every other record
 // is ignored.
 func (s *store) addLogs(ld plog.Logs) {
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		rl := rls.At(i)
+	for _, rl := range ld.ResourceLogs().All() {
 		service := str(rl.Resource().Attributes(), attrkey.ServiceName)
-		sls := rl.ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			recs := sls.At(j).LogRecords()
-			for k := 0; k < recs.Len(); k++ {
-				rec := recs.At(k)
-				attrs := rec.Attributes()
-				event := str(attrs, runrecords.EventName)
-				if event != runrecords.EventStalled && event != runrecords.EventResumed && event != runrecords.EventGoodput {
-					continue
-				}
-				id, ok := identityOf(attrs, rl.Resource().Attributes())
-				if !ok {
-					continue
-				}
-				at := rec.Timestamp().AsTime()
-				if rec.Timestamp() == 0 {
-					at = rec.ObservedTimestamp().AsTime()
-				}
-				s.mu.Lock()
-				r := s.runFor(id.key(), id.id, id.group, service)
-				switch event {
-				case runrecords.EventStalled:
-					r.addStall(attrs, rec.Body().AsString(), at)
-				case runrecords.EventResumed:
-					r.resume(attrs, at)
-				case runrecords.EventGoodput:
-					r.goodput = goodputOf(attrs, rec.Body().AsString(), at)
-				}
-				s.mu.Unlock()
+		for _, sl := range rl.ScopeLogs().All() {
+			for _, rec := range sl.LogRecords().All() {
+				s.addRecord(rec, rl.Resource().Attributes(), service)
 			}
 		}
+	}
+}
+
+// addRecord takes one record, if it is a stall or goodput record of a run.
+func (s *store) addRecord(rec plog.LogRecord, resource pcommon.Map, service string) {
+	attrs := rec.Attributes()
+	event := str(attrs, runrecords.EventName)
+	if event != runrecords.EventStalled && event != runrecords.EventResumed && event != runrecords.EventGoodput {
+		return
+	}
+	id, ok := identityOf(attrs, resource)
+	if !ok {
+		return
+	}
+	at := rec.Timestamp().AsTime()
+	if rec.Timestamp() == 0 {
+		at = rec.ObservedTimestamp().AsTime()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.runFor(id.key(), id.id, id.group, service)
+	switch event {
+	case runrecords.EventStalled:
+		r.addStall(attrs, rec.Body().AsString(), at)
+	case runrecords.EventResumed:
+		r.resume(attrs, at)
+	case runrecords.EventGoodput:
+		r.goodput = goodputOf(attrs, rec.Body().AsString(), at)
 	}
 }
 
 func (r *run) addStall(attrs pcommon.Map, body string, at time.Time) {
 	st := stallInfo{kind: str(attrs, runrecords.StallKind), message: body, ongoing: true}
 	if v, ok := attrs.Get(runrecords.StallIteration); ok {
-		st.iteration, _ = integer(v)
+		st.iteration, _ = rankattr.Parse(v)
 	}
 	if v, ok := attrs.Get(runrecords.StallSeconds); ok {
 		st.seconds = number(v)
@@ -248,7 +234,7 @@ func (r *run) addStall(attrs pcommon.Map, body string, at time.Time) {
 	st.start = at.Add(-time.Duration(st.seconds * float64(time.Second)))
 	if v, ok := attrs.Get(runrecords.StallRanks); ok && v.Type() == pcommon.ValueTypeSlice {
 		for _, e := range v.Slice().All() {
-			if n, ok := integer(e); ok {
+			if n, ok := rankattr.Parse(e); ok {
 				st.ranks = append(st.ranks, n)
 			}
 		}
@@ -256,7 +242,7 @@ func (r *run) addStall(attrs pcommon.Map, body string, at time.Time) {
 	st.hosts = strs(attrs, runrecords.StallHosts)
 	st.lostHosts = strs(attrs, runrecords.StallLostHosts)
 	if v, ok := attrs.Get(runrecords.StallStage); ok {
-		st.stage, st.hasStage = integer(v)
+		st.stage, st.hasStage = rankattr.Parse(v)
 	}
 	r.endStall(at) // a new stall ends one never resumed
 	r.stalls = append(r.stalls, st)
@@ -306,7 +292,7 @@ func goodputOf(attrs pcommon.Map, body string, at time.Time) *goodputInfo {
 		g.wall = number(v)
 	}
 	if v, ok := attrs.Get(runrecords.Attempts); ok {
-		g.attempts, _ = integer(v)
+		g.attempts, _ = rankattr.Parse(v)
 	}
 	if v, ok := attrs.Get(runrecords.GoodputFinal); ok && v.Type() == pcommon.ValueTypeBool {
 		g.final = v.Bool()
@@ -325,7 +311,7 @@ func goodputOf(attrs pcommon.Map, body string, at time.Time) *goodputInfo {
 			m := e.Map()
 			var t topRank
 			if rv, ok := m.Get(runrecords.TopRankRank); ok {
-				t.rank, _ = integer(rv)
+				t.rank, _ = rankattr.Parse(rv)
 			}
 			t.host = str(m, runrecords.TopRankHost)
 			if sv, ok := m.Get(runrecords.TopRankSeconds); ok {
