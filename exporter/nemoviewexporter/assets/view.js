@@ -236,8 +236,26 @@
     });
   }
 
+  // The ranks with straggler steps, most steps first: at 1,000 ranks a
+  // heatmap row is a pixel high, so the page names them in words too.
+  function slowRanks(d) {
+    const byRank = new Map();
+    for (const s of d.stragglers || []) {
+      const r = byRank.get(s.rank) || { rank: s.rank, host: s.host, steps: 0 };
+      r.steps++;
+      byRank.set(s.rank, r);
+    }
+    const ranks = [...byRank.values()].sort((a, b) => b.steps - a.steps || a.rank - b.rank);
+    if (!ranks.length) return "No straggler step among the steps held.";
+    const named = ranks.slice(0, 5).map((r) => "rank " + r.rank + (r.host ? " on " + r.host : "") + " (" + r.steps + " step" + (r.steps > 1 ? "s" : "") + ")");
+    return "Slow ranks: " + named.join(", ") + (ranks.length > 5 ? ", and " + (ranks.length - 5) + " more" : "") + ".";
+  }
+
   function renderStragglers(d) {
-    const rows = (d.stragglers || []).slice().reverse().slice(0, 100).map((s) => {
+    const all = d.stragglers || [];
+    document.getElementById("slow-ranks").textContent = slowRanks(d);
+    document.getElementById("straggler-ranks").textContent = all.length > 20 ? "The newest 20 of " + all.length + " straggler steps held; all of them in the JSON." : "";
+    const rows = all.slice().reverse().slice(0, 20).map((s) => {
       const tr = row([s.rank, s.host || "", s.iteration, s.relative_score.toFixed(3), s.individual_score.toFixed(3), s.busy_seconds.toFixed(3)]);
       tr.dataset.rank = String(s.rank); tr.dataset.iteration = String(s.iteration);
       return tr;
