@@ -101,6 +101,9 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 		}
 	}
 	span := stall.Span{Name: name, Start: steps.Nanos(s.StartTimestamp()), End: steps.Nanos(s.EndTimestamp()), Job: isJob}
+	if b := step.Beat; b != nil {
+		span.Beat, span.Forwards, span.Backwards = true, b.Forwards, b.Backwards
+	}
 	if step.Is {
 		span.Step, span.Iteration = true, step.Iteration
 		if tr.Pipelined() {

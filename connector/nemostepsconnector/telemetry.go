@@ -25,6 +25,8 @@ var skipReasonNames = [steps.NumSkips]string{
 	steps.SkipInvalidDuration:  "invalid_duration",
 	steps.SkipLateWait:         "late_wait",
 	steps.SkipWaitExpired:      "pending_expired",
+	steps.SkipSummaryVersion:    "summary_version",
+	steps.SkipSummaryUnreadable: "summary_unreadable",
 }
 
 var causeNames = [steps.NumCauses]string{

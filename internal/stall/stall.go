@@ -33,6 +33,7 @@ package stall // import "github.com/nemo-lens/otelcol-nemo/internal/stall"
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -291,6 +292,14 @@ func (tr Tracker) Span(span Span) {
 		if p.phase > st.phase || p.phase == st.phase && end > st.end {
 			st.phase, st.name, st.end = p.phase, p.name, end
 		}
+		if span.Beat {
+			// An agent's summary of the rank's progress: its counts are
+			// the iteration's so far.
+			st.forwards = max(st.forwards, uint16(min(span.Forwards, math.MaxUint16)))
+			st.backwards = max(st.backwards, uint16(min(span.Backwards, math.MaxUint16)))
+			st.lastCompute = max(st.lastCompute, end)
+			return
+		}
 		if p.compute != notCompute && end > st.lastCompute {
 			st.lastCompute = end
 			if p.compute == forwardCompute {
@@ -333,6 +342,12 @@ type Span struct {
 	// Job: the rank's run-long job span (megatron.pretrain, ...): the run
 	// is over for the rank.
 	Job bool
+	// Beat: a progress beat from an agent that summarized the rank
+	// (internal/stepsummary): the span is the latest the rank ended in the
+	// iteration after its last step, and Forwards and Backwards are the
+	// micro-batch computes it ended in that iteration.
+	Beat                bool
+	Forwards, Backwards int64
 }
 
 // stepDone counts a completed step. A step of an iteration already counted
@@ -512,4 +527,34 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 		}
 	}
 	return ev
+}
+
+// Progress is how far a rank got in the iteration after its last step, as
+// the spans it ended show it: what an agent that summarizes the rank sends
+// as a progress beat (internal/stepsummary), read here the way the
+// detector reads a rank's spans.
+type Progress struct {
+	// Phase is the latest phase, in step order, a span ended in; Forwards
+	// and Backwards count the micro-batch computes ended.
+	Phase               Phase
+	Forwards, Backwards int64
+}
+
+// Add feeds one span that ended after the rank's last step, ending at
+// end; latest says whether it is now the rank's latest in step order
+// (Phase, then end time, as the detector orders them: the span a beat
+// names), given the latest's end so far.
+func (p *Progress) Add(name string, end, latestEnd int64) (latest bool) {
+	pl := placeOf(name)
+	switch pl.compute {
+	case forwardCompute:
+		p.Forwards++
+	case backwardCompute:
+		p.Backwards++
+	}
+	if pl.phase > p.Phase || pl.phase == p.Phase && end > latestEnd {
+		p.Phase = pl.phase
+		return true
+	}
+	return false
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 )
 
 // MaxRememberedRanks bounds the ranks whose state between batches (recent
@@ -47,6 +48,11 @@ type Config struct {
 	// longest for their step span give up, until it says no. nil: no
 	// budget beyond span_wait.
 	OverBudget func(Counts) bool
+	// LocalWorld: a step is complete once every rank of its run and group
+	// this engine has heard from reported it, not every rank of the world
+	// the ranks report. For an agent, which sees the ranks of its node only
+	// (rank_strategy's summarize).
+	LocalWorld bool
 	// KeyPrefix is where the step settings are in the component's config
 	// ("stragglers::"), for the messages the engine logs.
 	KeyPrefix string
@@ -83,11 +89,16 @@ type Engine[P, D any] struct {
 	open    *Table[Step, openStep[D]]
 	decided *Decided[Step, *decidedStep[D]]
 	history *stepbusy.History[Rank]
-	counts  Counts
+	// groupRanks counts the ranks of each run and group heard from, for
+	// LocalWorld.
+	groupRanks map[uint64]int64
+	counts     Counts
 	stats   Stats
 	// stepSeen: a usable step span came; warnedNoStep: the engine said
 	// that none came while spans waited in vain.
 	stepSeen, warnedNoStep bool
+	// warnedVersion: the engine said that summaries of another version came.
+	warnedVersion bool
 	batch                  Batch[P, D]
 	decideFn               func(*Open[Step, openStep[D]], Cause)
 
@@ -126,7 +137,8 @@ func New[P, D any](cfg Config, l Listener[P, D], clk clock.Clock, logger *zap.Lo
 		ranks:   boundedmap.New[Rank, *rankState[P]](MaxRememberedRanks),
 		open:    NewTable[Step, openStep[D]](cfg.Waits.DecisionWait),
 		decided: NewDecided[Step, *decidedStep[D]](cfg.DecidedSize),
-		history: stepbusy.NewHistory[Rank](cfg.History, MaxRememberedRanks),
+		history:    stepbusy.NewHistory[Rank](cfg.History, MaxRememberedRanks),
+		groupRanks: map[uint64]int64{},
 	}
 	e.batch.e = e
 	e.decideFn = e.decide
@@ -163,5 +175,23 @@ func (e *Engine[P, D]) takeStats() Stats {
 
 // rank is a rank's state, created when new.
 func (e *Engine[P, D]) rank(r Rank) *rankState[P] {
-	return e.ranks.GetOrNew(r, func() *rankState[P] { return &rankState[P]{} })
+	return e.ranks.GetOrNew(r, func() *rankState[P] {
+		if e.cfg.LocalWorld && len(e.groupRanks) < MaxRememberedRanks {
+			e.groupRanks[r.Group]++
+		}
+		return &rankState[P]{}
+	})
+}
+
+// warnSummaryVersion says once that summaries of a version this build
+// cannot read came (they are counted, by reason summary_version).
+func (e *Engine[P, D]) warnSummaryVersion(got string) {
+	if e.warnedVersion {
+		return
+	}
+	e.warnedVersion = true
+	e.logger.Error("step summaries of a contract version this collector cannot read came from an agent; "+
+		"they are refused (counted as skipped, reason summary_version), so the ranks they summarize are missing from this collector's judgements; logged once",
+		zap.String("got_version", got), zap.String("reads_version", stepsummary.Version),
+		zap.String("fix", "run the same otelcol-nemo release on the agents and the gateways (upgrade the gateways first)"))
 }

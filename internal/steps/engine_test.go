@@ -15,7 +15,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
@@ -370,4 +372,52 @@ func (r *takeRecorder) Decided(d *Decision[int]) {
 		r.taken = append(r.taken, item)
 		return true
 	})
+}
+
+// summarize turns every resource of td into the summaries an agent would
+// send of it: its step spans with their ranks' wait times (known here from
+// the fixture), its spans outside the steps as envelopes.
+func summarize(td ptrace.Traces, wait int64, version string) ptrace.Traces {
+	out := ptrace.NewTraces()
+	for _, rs := range td.ResourceSpans().All() {
+		dst := out.ResourceSpans().AppendEmpty()
+		rs.Resource().CopyTo(dst.Resource())
+		summaries := stepsummary.NewScope(dst)
+		dst.ScopeSpans().At(0).Scope().SetVersion(version)
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, s := range ss.Spans().All() {
+				if it, ok := s.Attributes().Get(attrkey.MegatronIteration); ok {
+					stepsummary.WriteStep(summaries.AppendEmpty(), s, it.Int(), wait)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// A rank summarized by an agent is decided and scored as if its spans had
+// come; summaries of another contract version are refused, counted.
+func TestSummariesAreStepsAndVersioned(t *testing.T) {
+	run := lensfixture.Run{Ranks: lensfixture.Fleet(lensfixture.Rank{Run: "run-sum", WorldSize: 2})}
+	wait := int64(lensfixture.DefaultStep.GradSync)
+	for _, tc := range []struct {
+		version   string
+		decisions int
+	}{{stepsummary.Version, 1}, {"2", 0}} {
+		rec := &recorder{}
+		e, clk := testEngine(t, rec, nil)
+		consume(t, e, rec, summarize(run.Iteration(1), wait, tc.version))
+		clk.Advance(time.Second)
+		require.Len(t, rec.decisions, tc.decisions, "version %s", tc.version)
+		if tc.decisions == 0 {
+			assert.Equal(t, int64(2), rec.stats.Skipped[SkipSummaryVersion])
+			continue
+		}
+		d := rec.decisions[0]
+		assert.Equal(t, Complete, d.Cause)
+		require.Len(t, d.Ranks, 2)
+		for _, r := range d.Ranks {
+			assert.Equal(t, int64(lensfixture.DefaultStep.Compute+lensfixture.DefaultStep.Optimizer), r.Score.Busy)
+		}
+	}
 }

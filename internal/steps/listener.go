@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 )
 
 // Listener is a user of an Engine: its policy, in the spirit of
@@ -90,9 +91,16 @@ type Resource struct {
 // StepSpan says what the engine made of a span as it arrived: a usable
 // step span of Iteration, or not (Is false: any other span, or a step span
 // without a usable iteration, which is placed like any other span).
+//
+// A span of a summary scope (internal/stepsummary: a rank the agent in
+// front of this collector summarized) arrives as the span it stands for: a
+// step summary as its step span, a phase envelope as its span outside the
+// steps, and a progress beat as the latest span the rank ended, with Beat
+// set.
 type StepSpan struct {
 	Is        bool
 	Iteration int64
+	Beat      *stepsummary.Beat
 }
 
 // SpanRef is span number Index (counting scope by scope, in order) of the

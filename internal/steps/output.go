@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 )
 
 // MaxRequestSpans bounds the spans of one request an Output sends: a tick
@@ -35,7 +37,10 @@ type Output struct {
 	td     ptrace.Traces
 	count  int
 	mover  pdatautil.SpanMover[*Chunk]
-	filled []request
+	// summaries is the summary scope of each rank's resource in the
+	// request being filled.
+	summaries map[Rank]ptrace.SpanSlice
+	filled    []request
 	// queue are the requests ready to send, oldest first, under mu; one
 	// Send at a time (sending), so that they go out in order. unsent counts
 	// the spans added and not passed on.
@@ -52,7 +57,7 @@ type request struct {
 
 // NewOutput passes held spans on to next.
 func NewOutput(next consumer.Traces) *Output {
-	o := &Output{next: next, mover: pdatautil.NewSpanMover[*Chunk]()}
+	o := &Output{next: next, mover: pdatautil.NewSpanMover[*Chunk](), summaries: map[Rank]ptrace.SpanSlice{}}
 	o.startRequest()
 	return o
 }
@@ -60,18 +65,40 @@ func NewOutput(next consumer.Traces) *Output {
 func (o *Output) startRequest() {
 	o.td, o.count = ptrace.NewTraces(), 0
 	o.mover.Reset(o.td.ResourceSpans())
+	clear(o.summaries)
 }
 
-// Add moves a held span into the output and releases it. It returns the
-// span in the output, to mark it, and whether its chunk holds nothing more.
-func (o *Output) Add(h Held) (ptrace.Span, bool) {
+// room starts a new request when the one being filled is full, and counts
+// the span about to be added.
+func (o *Output) room() {
 	if o.count == MaxRequestSpans {
 		o.filled = append(o.filled, request{td: o.td, count: o.count})
 		o.startRequest()
 	}
 	o.count++
 	o.unsent.Add(1)
+}
+
+// Add moves a held span into the output and releases it. It returns the
+// span in the output, to mark it, and whether its chunk holds nothing more.
+func (o *Output) Add(h Held) (ptrace.Span, bool) {
+	o.room()
 	return h.Move(&o.mover)
+}
+
+// Summary adds an empty span to the summary scope (internal/stepsummary)
+// of rank's resource, res, copied once per rank and request, for the
+// caller to write a summary into.
+func (o *Output) Summary(rank Rank, res pcommon.Resource) ptrace.Span {
+	o.room()
+	spans, ok := o.summaries[rank]
+	if !ok {
+		rs := o.td.ResourceSpans().AppendEmpty()
+		res.CopyTo(rs.Resource())
+		spans = stepsummary.NewScope(rs)
+		o.summaries[rank] = spans
+	}
+	return spans.AppendEmpty()
 }
 
 // Ready queues what was added since the last Ready for Send. It returns

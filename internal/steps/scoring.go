@@ -48,7 +48,9 @@ type decidedStep[D any] struct {
 // in its busy time; the ranks decided before keep their decision. A step
 // span that starts after the decided step's ranks ended is the iteration
 // done again (the run restarted from a checkpoint): a new step.
-func (e *Engine[P, D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv stepbusy.Interval, now time.Duration) {
+// It reports whether the rank's step span was recorded (false: the rank
+// had reported the step already).
+func (e *Engine[P, D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv stepbusy.Interval, now time.Duration) bool {
 	o := e.open.Get(key)
 	if o == nil {
 		prior, _ := e.decided.Get(key)
@@ -64,7 +66,7 @@ func (e *Engine[P, D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv
 	}
 	v := &o.Value
 	if _, dup := v.index[rank]; dup {
-		return // the first step span of a rank counts
+		return false // the first step span of a rank counts
 	}
 	v.index[rank] = int32(len(v.ranks))
 	v.ranks = append(v.ranks, RankStep{
@@ -74,6 +76,7 @@ func (e *Engine[P, D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv
 	e.counts.OpenRankSteps++
 	e.stats.OpenRankSteps++
 	e.open.Report(o, worldSize, v.reported())
+	return true
 }
 
 // addWait adds a wait interval to its rank's step, if still open.

@@ -20,6 +20,12 @@ const (
 	// SkipWaitExpired: a wait span whose step span never came (span_wait,
 	// the budget, or shutdown).
 	SkipWaitExpired
+	// SkipSummaryVersion: a step summary from an agent of another contract
+	// version (internal/stepsummary), which this collector cannot read.
+	SkipSummaryVersion
+	// SkipSummaryUnreadable: a summary span of an unknown kind, or a step
+	// summary without an iteration.
+	SkipSummaryUnreadable
 	// NumSkips sizes arrays indexed by Skip.
 	NumSkips
 )

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 )
 
 // Batch walks the resources of one batch, under the engine's lock (see
@@ -70,6 +72,11 @@ func (b *Batch[P, D]) Walk(rs ptrace.ResourceSpans, id Identity, keep bool) {
 	b.pending = b.pending[:0]
 	k := 0
 	for i, spans := range b.scopes {
+		if ss := rs.ScopeSpans().At(i); stepsummary.IsScope(ss) {
+			b.summaries(ss)
+			k += spans.Len()
+			continue
+		}
 		next := 0 // the first span of the scope not placed yet
 		for j := 0; j < spans.Len(); j++ {
 			s := spans.At(j)
@@ -115,22 +122,64 @@ func (b *Batch[P, D]) stepSpan(s ptrace.Span) StepSpan {
 	return StepSpan{Is: true, Iteration: iteration}
 }
 
+// summaries reads a summary scope: the ranks an agent summarized count as
+// if their spans had come (internal/stepsummary). A step summary is
+// recorded as its step span with one wait interval of its wait time, so
+// that its busy time is the agent's; every summary arrives as the span it
+// stands for. Summaries are never placed or held: they are not data.
+func (b *Batch[P, D]) summaries(ss ptrace.ScopeSpans) {
+	e := b.e
+	spans := ss.Spans()
+	if v := ss.Scope().Version(); v != stepsummary.Version {
+		e.stats.Skipped[SkipSummaryVersion] += int64(spans.Len())
+		e.warnSummaryVersion(v)
+		return
+	}
+	for _, s := range spans.All() {
+		item, ok := stepsummary.Read(s)
+		if !ok {
+			e.stats.Skipped[SkipSummaryUnreadable]++
+			continue
+		}
+		switch item.Kind {
+		case stepsummary.KindStep:
+			e.stepSeen = true
+			e.l.Arrived(&b.res, s, StepSpan{Is: true, Iteration: item.Iteration})
+			if b.addStep(s, item.Iteration) && item.Wait > 0 {
+				start := Nanos(s.StartTimestamp())
+				e.addWait(b.res.StepOf(item.Iteration), b.res.Rank.Rank, stepbusy.Interval{Start: start, End: start + item.Wait})
+			}
+		case stepsummary.KindProgress:
+			beat := item.Beat
+			e.l.Arrived(&b.res, s, StepSpan{Beat: &beat})
+		default:
+			e.l.Arrived(&b.res, s, StepSpan{})
+		}
+	}
+}
+
 // addStep records a rank's step span: on its timeline, and in its open
 // step for the scores. A step span without a usable duration is neither.
-func (b *Batch[P, D]) addStep(s ptrace.Span, iteration int64) {
+// It reports whether the step was recorded in its open step now.
+func (b *Batch[P, D]) addStep(s ptrace.Span, iteration int64) bool {
 	iv := IntervalOf(s)
 	if iv.End <= iv.Start {
 		b.e.stats.Skipped[SkipInvalidDuration]++
-		return
+		return false
 	}
 	// Seen already (a batch sent twice): recorded once.
 	if b.st.steps.Seen(iteration, iv.Start, iv.End) {
-		return
+		return false
 	}
 	b.st.steps.Add(iteration, iv.Start, iv.End)
-	if b.e.cfg.Scores {
-		b.e.report(b.res.StepOf(iteration), b.res.Rank.Rank, b.res.WorldSize, s, iv, b.arrival)
+	if !b.e.cfg.Scores {
+		return false
 	}
+	world := b.res.WorldSize
+	if b.e.cfg.LocalWorld {
+		world = b.e.groupRanks[b.res.Rank.Group]
+	}
+	return b.e.report(b.res.StepOf(iteration), b.res.Rank.Rank, world, s, iv, b.arrival)
 }
 
 // place places a span that is not a usable step span: a trace root (a job

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -53,6 +54,7 @@ var (
 	errMaxRanksPerStep   = errors.New("max_ranks_per_step must be at least 1")
 	errMaxBufferedSpans  = errors.New("max_buffered_spans must be at least 1")
 	errDecisionCacheSize = errors.New("decision_cache_size must be at least 1")
+	errProgressInterval  = errors.New("progress_interval must be positive (a summarized rank silent this long gets a progress beat), e.g. 1s")
 )
 
 func strategyNames() string {
@@ -170,6 +172,21 @@ type StragglersConfig struct {
 	// spans arriving after their step's decision follow it.
 	DecisionCacheSize int `mapstructure:"decision_cache_size"`
 
+	// Summarize is for an agent in front of gateways (configs/agent.yaml):
+	// for every rank the strategy drops it sends the gateway a step summary
+	// per rank-step, the envelopes of its spans outside the steps and
+	// progress beats (internal/stepsummary's contract), so that the
+	// gateway judges every rank of the run at a small fraction of the
+	// spans' cost; a step is decided once every rank of its run this agent
+	// hears from reported it; a dropped rank's step is kept as a straggler
+	// on the scores among this node's ranks.
+	Summarize bool `mapstructure:"summarize"`
+
+	// ProgressInterval: with summarize, a rank that completed no step for
+	// this long gets a progress beat (its latest ended span) when it made
+	// progress, at most one per interval.
+	ProgressInterval time.Duration `mapstructure:"progress_interval"`
+
 	// StepSpanName was replaced by StepSpanNames; setting it fails at start
 	// with a message naming the replacement.
 	StepSpanName string `mapstructure:"step_span_name"`
@@ -191,6 +208,7 @@ const (
 	defaultMaxRanksPerStep   = 4
 	defaultMaxBufferedSpans  = 2_000_000
 	defaultDecisionCacheSize = 10_000
+	defaultProgressInterval  = time.Second
 )
 
 func defaultStragglersConfig() StragglersConfig {
@@ -200,6 +218,7 @@ func defaultStragglersConfig() StragglersConfig {
 		MaxRanksPerStep:   defaultMaxRanksPerStep,
 		MaxBufferedSpans:  defaultMaxBufferedSpans,
 		DecisionCacheSize: defaultDecisionCacheSize,
+		ProgressInterval:  defaultProgressInterval,
 	}
 }
 
@@ -224,6 +243,9 @@ func (cfg *StragglersConfig) Validate() error {
 	}
 	if cfg.DecisionCacheSize < 1 {
 		errs = append(errs, fmt.Errorf("%w, got %d", errDecisionCacheSize, cfg.DecisionCacheSize))
+	}
+	if cfg.Summarize && cfg.ProgressInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w, got %s", errProgressInterval, cfg.ProgressInterval))
 	}
 	return errors.Join(errs...)
 }

@@ -105,6 +105,8 @@ func TestLoadConfig(t *testing.T) {
 				MaxRanksPerStep:   8,
 				MaxBufferedSpans:  500_000,
 				DecisionCacheSize: 2048,
+				Summarize:         true,
+				ProgressInterval:  2 * time.Second,
 			})
 		})},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_removed_threshold"), wantErr: []error{errThresholdRemoved}},
@@ -113,6 +115,7 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait_spans"), wantErr: []error{steps.ErrStarNotAtEnd}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_wait"), wantErr: []error{steps.ErrDecisionWait}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_limits"), wantErr: []error{errMaxRanksPerStep, errMaxBufferedSpans, errDecisionCacheSize}},
+		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_progress_interval"), wantErr: []error{errProgressInterval}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_bad_span_wait"), wantErr: []error{steps.ErrNegativeSpanWait}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_names"), wantErr: []error{steps.ErrNoStepSpanNames, steps.ErrNoIterationAttribute}},
 		{id: component.NewIDWithName(metadata.Type, "stragglers_empty_name"), wantErr: []error{steps.ErrEmptyKey}},

@@ -21,6 +21,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/stragglers"
 )
@@ -65,6 +66,10 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 		return nil
 	}
 	if cfg.Strategy == StrategyAllRanks {
+		if sc.Summarize {
+			set.Logger.Info("strategy all_ranks: every span of every rank goes on, so no rank is summarized and no straggler step is held here")
+			return nil
+		}
 		set.Logger.Warn("stragglers is enabled but strategy all_ranks drops no rank, so there is nothing to hold",
 			zap.String("fix", "remove the stragglers block, or choose a strategy that drops ranks"))
 		return nil
@@ -75,7 +80,7 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 	b, err := stragglers.New(&stragglers.Config{
 		Settings: sc.Settings, Waits: sc.Waits,
 		MaxRanksPerStep: sc.MaxRanksPerStep, MaxBufferedSpans: sc.MaxBufferedSpans, DecisionCacheSize: sc.DecisionCacheSize,
-		Exceptional: isExceptional,
+		Exceptional: isExceptional, Summarize: sc.Summarize, ProgressInterval: sc.ProgressInterval,
 	}, clk, set.Logger, next, p.recordStragglers)
 	if err != nil {
 		return fmt.Errorf("rank_strategy: %w", err)
@@ -92,6 +97,7 @@ func (p *rankStrategyProcessor) recordStragglers(ctx context.Context, st *stragg
 	}
 	t.kept[reasonStraggler] = st.Kept
 	t.dropped[reasonNotSelected] = st.Dropped
+	t.summaries = st.Summaries
 	p.telemetry.record(ctx, &t)
 }
 
@@ -136,6 +142,9 @@ func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Tra
 // steps' decisions and the kept ranks' step times are read.
 func (p *rankStrategyProcessor) selectSpans(td ptrace.Traces, t *tally, b *stragglers.Batch) {
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		if stepsummary.Has(rs) && p.takeSummaries(rs, b) {
+			return true
+		}
 		attrs := rs.Resource().Attributes()
 		v := p.selector.decide(attrs)
 		if v.keep {
@@ -158,6 +167,30 @@ func (p *rankStrategyProcessor) selectSpans(td ptrace.Traces, t *tally, b *strag
 		t.dropped[v.reason] += int64(pdatautil.CountSpans(rs))
 		return true
 	})
+}
+
+// takeSummaries takes the step summaries an agent sent of the ranks it
+// dropped (internal/stepsummary) out of the resource: on a gateway with
+// straggler retention they count in their steps' scores like the spans of
+// the ranks they stand for; they are never passed on (they are not
+// telemetry of the job). It reports whether the resource is left empty.
+func (p *rankStrategyProcessor) takeSummaries(rs ptrace.ResourceSpans, b *stragglers.Batch) bool {
+	summaries := ptrace.NewResourceSpans()
+	rs.Resource().CopyTo(summaries.Resource())
+	rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+		if !stepsummary.IsScope(ss) {
+			return false
+		}
+		ss.MoveTo(summaries.ScopeSpans().AppendEmpty())
+		return true
+	})
+	if b != nil {
+		attrs := summaries.Resource().Attributes()
+		if id, ok := p.selector.identity(attrs, p.selector.decide(attrs)); ok {
+			b.ObserveKept(summaries, id)
+		}
+	}
+	return rs.ScopeSpans().Len() == 0
 }
 
 // hold has straggler retention hold the resource of a dropped rank: its
@@ -239,7 +272,18 @@ func spanKeepReason(s ptrace.Span) (reason, bool) {
 	if pdatautil.Truncated(s) {
 		return reasonTruncated, true
 	}
+	if keptAsStraggler(s) {
+		return reasonStraggler, true
+	}
 	return 0, false
+}
+
+// keptAsStraggler: an agent in front (summarize) kept the span's step as a
+// straggler; its verdict stands, so that a gateway does not drop what the
+// agent kept.
+func keptAsStraggler(s ptrace.Span) bool {
+	v, ok := s.Attributes().Get(attrkey.KeptReason)
+	return ok && v.Str() == attrkey.KeptStraggler
 }
 
 // keepExceptionalSpans handles a resource of a dropped rank when keep_errors

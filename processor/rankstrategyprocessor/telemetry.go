@@ -37,6 +37,7 @@ type tally struct {
 	cacheHits      int64
 	sendFailed     int64
 	ranksMissing   int64
+	summaries      int64
 }
 
 // rankStrategyTelemetry records the processor's own metrics.
@@ -83,6 +84,7 @@ func (rt *rankStrategyTelemetry) record(ctx context.Context, t *tally) {
 	addIfAny(ctx, tb.ProcessorRankStrategyStragglersDecisionCacheHits, t.cacheHits)
 	addIfAny(ctx, tb.ProcessorRankStrategyStragglersSendFailed, t.sendFailed)
 	addIfAny(ctx, tb.ProcessorRankStrategyStragglersRanksMissing, t.ranksMissing)
+	addIfAny(ctx, tb.ProcessorRankStrategySummaries, t.summaries)
 }
 
 func addIfAny(ctx context.Context, c metric.Int64Counter, n int64) {

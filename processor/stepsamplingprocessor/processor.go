@@ -21,6 +21,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
@@ -131,8 +132,11 @@ func (p *stepSamplingProcessor) consume(eb *steps.Batch[steps.Held, none], rss p
 		rs := rss.At(i)
 		attrs := rs.Resource().Attributes()
 		id, status := p.reader.Read(attrs)
-		b.begin(rs, status == rankattr.Valid, p.runIDOf(attrs), eb.Now())
-		if status == rankattr.Valid {
+		// An agent's step summaries (internal/stepsummary) pass untouched:
+		// they are not telemetry of the job's steps.
+		ok := status == rankattr.Valid && !stepsummary.Has(rs)
+		b.begin(rs, ok, p.runIDOf(attrs), eb.Now())
+		if ok {
 			eb.Walk(rs, id, true)
 		}
 		b.end()

@@ -36,6 +36,7 @@ type TelemetryBuilder struct {
 	ProcessorRankStrategyStragglersSendFailed        metric.Int64Counter
 	ProcessorRankStrategyStragglersSpansHeld         metric.Int64UpDownCounter
 	ProcessorRankStrategyStragglersStepsDecided      metric.Int64Counter
+	ProcessorRankStrategySummaries                   metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -125,6 +126,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_rank_strategy_stragglers_steps_decided",
 		metric.WithDescription("Steps (run, group, iteration) with held ranks that were decided (when every rank of the world reported, at decision_wait, or early), early ones included. [Alpha]"),
 		metric.WithUnit("{step}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorRankStrategySummaries, err = builder.meter.Int64Counter(
+		"otelcol_processor_rank_strategy_summaries",
+		metric.WithDescription("Step summaries, phase envelopes and progress beats an agent (stragglers::summarize) wrote for its gateway, standing for the ranks it dropped. [Alpha]"),
+		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

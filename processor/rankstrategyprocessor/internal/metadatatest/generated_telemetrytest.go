@@ -180,3 +180,19 @@ func AssertEqualProcessorRankStrategyStragglersStepsDecided(t *testing.T, tt *co
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualProcessorRankStrategySummaries(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_rank_strategy_summaries",
+		Description: "Step summaries, phase envelopes and progress beats an agent (stragglers::summarize) wrote for its gateway, standing for the ranks it dropped. [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_rank_strategy_summaries")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

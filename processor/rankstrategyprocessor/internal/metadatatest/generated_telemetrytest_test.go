@@ -29,6 +29,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorRankStrategyStragglersSendFailed.Add(context.Background(), 1)
 	tb.ProcessorRankStrategyStragglersSpansHeld.Add(context.Background(), 1)
 	tb.ProcessorRankStrategyStragglersStepsDecided.Add(context.Background(), 1)
+	tb.ProcessorRankStrategySummaries.Add(context.Background(), 1)
 	AssertEqualProcessorRankStrategyItemsDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -57,6 +58,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorRankStrategyStragglersStepsDecided(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorRankStrategySummaries(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

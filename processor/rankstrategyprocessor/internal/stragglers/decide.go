@@ -73,6 +73,7 @@ func (b *Buffer) Decided(d *steps.Decision[decision]) {
 			continue
 		}
 		largest = max(largest, len(rh.held))
+		b.summarize(d, rank, rh)
 		for _, s := range rh.held {
 			b.drop(s)
 		}
@@ -90,7 +91,7 @@ func (b *Buffer) Decided(d *steps.Decision[decision]) {
 	case steps.AtWait:
 		b.t.RanksMissing += d.Missing()
 	}
-	if d.Cause != steps.Early && d.Reported == 1 && !b.warnedLoneRank {
+	if d.Cause != steps.Early && d.Reported == 1 && b.sum == nil && !b.warnedLoneRank {
 		b.warnedLoneRank = true
 		b.logger.Warn("a step was decided having seen a single rank, which is never a straggler; logged once",
 			zap.Int64("iteration", d.Step.Iteration),
@@ -98,6 +99,19 @@ func (b *Buffer) Decided(d *steps.Decision[decision]) {
 				"(NeMo Lens mints one per process unless NEMO_LENS_RUN_ID, MEGATRON_OTEL_RUN_ID or SLURM_JOB_ID is set), no rank is ever compared with another; "+
 				"set one run id for every rank of the run, and check that this collector receives every rank of the run"))
 	}
+}
+
+// summarize writes the summary of a dropped rank's step that is not kept
+// (a kept step's spans go to the gateway themselves), when summarizing.
+func (b *Buffer) summarize(d *steps.Decision[decision], rank int64, rh *rankHeld) {
+	if b.sum == nil || !rh.step.IsHeld() {
+		return
+	}
+	i, found := slices.BinarySearchFunc(d.Ranks, rank, func(r steps.RankStep, rank int64) int { return cmp.Compare(r.Score.Rank, rank) })
+	if !found {
+		return
+	}
+	b.sum.step(steps.Rank{Group: d.Step.Group, Rank: rank}, rh.step.Span, d.Step.Iteration, &d.Ranks[i])
 }
 
 // keepLastToReport keeps what arrived of the ranks that had not reported a

@@ -27,9 +27,11 @@ type heldStep struct {
 	ranks map[int64]*rankHeld
 }
 
-// rankHeld is one dropped rank's spans in an open step.
+// rankHeld is one dropped rank's spans in an open step; step is its step
+// span, when held (for its summary).
 type rankHeld struct {
 	held []steps.Held
+	step steps.Held
 }
 
 func newHeldSteps() heldSteps {
@@ -80,11 +82,17 @@ func (h *heldSteps) add(rh *rankHeld, s steps.Held) {
 func (b *Buffer) place(rank steps.Rank, s steps.Held, at steps.Placement[decision]) {
 	switch {
 	case !at.InStep():
+		if b.sum != nil && at.Kind == steps.KindOutside && s.Chunk != nil {
+			b.sum.phase(rank, s.Span)
+		}
 		b.drop(s) // outside every step, or its step span never came
 	case at.Open:
 		rh := b.steps.rank(rank.StepOf(at.Iteration), rank.Rank)
 		if s.Chunk == nil {
 			return
+		}
+		if at.Kind == steps.KindStep {
+			rh.step = s
 		}
 		if at.Decided != nil { // a step reopened by a late rank
 			b.t.LateSpans++

@@ -44,6 +44,13 @@ type Config struct {
 	// Exceptional says which spans keep_errors passes on whatever the rank:
 	// they are read for busy times, never held.
 	Exceptional func(ptrace.Span) bool
+	// Summarize: an agent in front of gateways. The dropped ranks'
+	// steps are summarized for the gateway (summarize.go), a step is
+	// decided once every rank of its run this agent hears from reported it,
+	// and a rank is kept as a straggler on the scores of this node's ranks
+	// (see the README). ProgressInterval is the beats' interval.
+	Summarize        bool
+	ProgressInterval time.Duration
 }
 
 // Tally is what the buffer did, for rank_strategy's telemetry.
@@ -59,6 +66,9 @@ type Tally struct {
 	// again at the next tick), RanksMissing ranks of a step's world that
 	// had not reported when its decision_wait ended.
 	SendFailed, RanksMissing int64
+	// Summaries are the step summaries, phase envelopes and progress beats
+	// written for the gateway (summarize).
+	Summaries int64
 }
 
 // Buffer is straggler retention. It is safe for concurrent use.
@@ -91,6 +101,8 @@ type Buffer struct {
 	scores         []stepbusy.Score // scratch
 
 	out *steps.Output
+	// sum writes the summaries of the dropped ranks (nil: not summarize).
+	sum *summarizer
 }
 
 // New builds the buffer: kept spans go to next from its ticker; record
@@ -105,10 +117,13 @@ func New(cfg *Config, clk clock.Clock, logger *zap.Logger, next consumer.Traces,
 		steps:       newHeldSteps(),
 		out:         steps.NewOutput(next),
 	}
+	if cfg.Summarize {
+		b.sum = newSummarizer(b.out, cfg.ProgressInterval)
+	}
 	engine, err := steps.New(steps.Config{
 		Spans: cfg.Spans, WaitSpans: cfg.WaitSpans, Waits: cfg.Waits,
 		Scores: true, History: cfg.History, DecidedSize: cfg.DecisionCacheSize,
-		OverBudget: b.overBudget, KeyPrefix: "stragglers::",
+		OverBudget: b.overBudget, KeyPrefix: "stragglers::", LocalWorld: cfg.Summarize,
 	}, b, clk, logger)
 	if err != nil {
 		return nil, fmt.Errorf("stragglers: %w", err)
@@ -208,9 +223,24 @@ func (b *Buffer) Resolved(rank steps.Rank, s steps.Held, at steps.Placement[deci
 	b.place(rank, s, at)
 }
 
-// Tick takes the kept spans to pass on.
-func (b *Buffer) Tick(time.Time, bool) {
-	b.t.Held -= int64(b.out.Ready())
+// Arrived follows a dropped rank's progress for its beats, when
+// summarizing.
+func (b *Buffer) Arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
+	if b.sum != nil && b.cur.chunk != nil {
+		b.sum.arrived(r, s, step)
+	}
+}
+
+// Tick writes the progress beats due and takes the kept spans and
+// summaries to pass on.
+func (b *Buffer) Tick(now time.Time, final bool) {
+	if b.sum != nil {
+		if !final {
+			b.sum.beats(now)
+		}
+		b.t.Summaries, b.sum.written = b.sum.written, 0
+	}
+	b.t.Held -= int64(b.out.Ready()) - b.t.Summaries
 	b.collected = 0
 	b.ticked, b.t = b.t, Tally{}
 }

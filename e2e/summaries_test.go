@@ -1,0 +1,209 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
+)
+
+// Two tiers as committed: configs/agent.yaml (single_rank, summaries of the
+// ranks it drops) in front of configs/gateway.yaml. The gateway receives
+// the export rank's spans and summaries of the others, and still judges
+// every rank of the run.
+
+// summaryTier starts two gateways and two agents with the presets as
+// committed (the strategy, straggler retention and summaries at their
+// defaults), with env added to every one of them.
+func summaryTier(t *testing.T, env map[string]string) ([]*testcollector.Collector, []*gateway) {
+	t.Helper()
+	adjust := func(e map[string]string) {
+		delete(e, "NEMO_RANK_STRATEGY")
+		for k, v := range env {
+			e[k] = v
+		}
+	}
+	gws := startGateways(t, 2, adjust)
+	return startAgents(t, 2, gws, adjust), gws
+}
+
+// theGateway is the one gateway that holds run.
+func theGateway(t *testing.T, outputs []telemetry, run string) telemetry {
+	t.Helper()
+	at := holders(outputs, run)
+	if len(at) != 1 {
+		t.Fatalf("%s found on gateways %v, want exactly one", run, at)
+	}
+	return outputs[at[0]]
+}
+
+// TestTwoTiersSeeEveryRank: a synchronous 16-rank job on two nodes, each
+// node behind its own agent, rank 5 (node 0) three times as slow on the
+// last step, rank 15 (node 1) the export rank. On the gateway that holds
+// the run: step metrics for all 16 ranks and every step, with the busy
+// times one collector measures (computed from the agents' summaries for
+// the 14 dropped ranks that are not the straggler), rank 5 alone scored
+// below the threshold on the slow step, and rank 5's slow step kept whole
+// as a straggler although its agent's strategy drops it; nothing else of
+// the dropped ranks, and no summary, in the traces written. All four
+// shapes.
+func TestTwoTiersSeeEveryRank(t *testing.T) {
+	for name, shape := range stallShapes {
+		t.Run(name, func(t *testing.T) {
+			agents, gws := summaryTier(t, map[string]string{"NEMO_STRAGGLER_WAIT": "3s"})
+			run := runName("run-tiers", name)
+			ranks := nodeJob(agents, run, stepRanks, stepCount)
+			for i := range ranks {
+				if shape != nil {
+					shape(&ranks[i])
+				}
+			}
+			ranks[slowRank].ComputeDuration = func(it int) time.Duration {
+				if it == slowStep {
+					return stepSlowdown * lensemu.DefaultComputeDuration
+				}
+				return lensemu.DefaultComputeDuration
+			}
+			sent := runJobByRank(t, ranks)
+			stopTier(agents, gws)
+
+			got := theGateway(t, readGateways(t, gws), run)
+			checkEveryRankMeasured(t, got)
+			if got.ByRank[stepRanks-1] != sent[stepRanks-1] {
+				t.Errorf("export rank: acknowledged %s, found %s", describe(sent[stepRanks-1]), describe(got.ByRank[stepRanks-1]))
+			}
+			if spans := got.ByRank[slowRank].Spans; spans != int64(lensemu.SpansPerStep(2)) {
+				t.Errorf("rank %d: %d spans kept, want its slow step's %d", slowRank, spans, lensemu.SpansPerStep(2))
+			}
+			for rank, res := range got.ByRank {
+				if rank != slowRank && rank != stepRanks-1 {
+					t.Errorf("rank %d should have been dropped (summarized), found %s", rank, describe(res))
+				}
+			}
+			for _, rec := range got.SpanRecords {
+				if strings.Contains(fmt.Sprint(rec["scope"]), "step-summary") || rec.attributes()["nemo.summary.kind"] != nil {
+					t.Fatalf("a step summary was written as a span: %v", rec)
+				}
+			}
+		})
+	}
+}
+
+// checkEveryRankMeasured checks the run's step gauges: a point per rank,
+// step and gauge; the busy time one collector measures (compute +
+// optimizer; three times the compute for the slow rank on the slow step);
+// rank 5 alone below the relative threshold on the slow step.
+func checkEveryRankMeasured(t *testing.T, got telemetry) {
+	t.Helper()
+	type key struct {
+		name string
+		rank int64
+	}
+	points := map[key][]float64{}
+	for _, p := range got.StepPoints {
+		if !slices.Contains(stepGauges, p.str("name")) {
+			continue
+		}
+		rn, ok := p.attributes()["nv.dl.rank"].(json.Number)
+		if !ok {
+			t.Fatalf("%s point without nv.dl.rank: %v", p.str("name"), p)
+		}
+		r, _ := rn.Int64()
+		v, _ := p["value"].(json.Number).Float64()
+		points[key{p.str("name"), r}] = append(points[key{p.str("name"), r}], v)
+	}
+	busy := (lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
+	slowBusy := (stepSlowdown*lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
+	for _, name := range stepGauges {
+		for r := range int64(stepRanks) {
+			vs := points[key{name, r}]
+			if len(vs) != stepCount {
+				t.Errorf("%s: rank %d has %d points, want one per step (%d)", name, r, len(vs), stepCount)
+				continue
+			}
+			last := vs[stepCount-1]
+			switch name {
+			case "nemo.step.busy_time":
+				want := busy
+				if r == slowRank {
+					want = slowBusy
+				}
+				if diff := last - want; diff > 0.002 || diff < -0.002 {
+					t.Errorf("rank %d busy time on the slow step %.4fs, want %.4fs", r, last, want)
+				}
+			case "nemo.step.relative_score":
+				if slow := r == slowRank; slow != (last < 0.7) {
+					t.Errorf("rank %d relative score on the slow step %.3f (slow rank: %v; threshold 0.7)", r, last, slow)
+				}
+			}
+		}
+	}
+}
+
+// TestTwoTiersNameTheHungRank: a job of 8 ranks on two nodes (node-a ranks
+// 0-3 behind agent 0, node-b ranks 4-7 behind agent 1) hangs at iteration
+// 5 because rank 6 stops in its forward; the others block in grad sync.
+// Rank 7 is the export rank, so rank 6 reaches the gateway only as
+// summaries and progress beats; the gateway's stall record names rank 6 and
+// node-b, in all four shapes.
+func TestTwoTiersNameTheHungRank(t *testing.T) {
+	for name, shape := range stallShapes {
+		t.Run(name, func(t *testing.T) {
+			agents, gws := summaryTier(t, map[string]string{
+				"NEMO_STALL_AFTER": stallAfter.String(), "NEMO_STRAGGLER_WAIT": "2s", "NEMO_PROGRESS_INTERVAL": "500ms",
+			})
+			run := runName("run-tier-hang", name)
+			const world = 8
+			ranks := jobVia(func(rank int) *testcollector.Collector { return agents[rank/4] }, run, world, 8)
+			for i := range ranks {
+				host := "node-a"
+				if i >= world/2 {
+					host = "node-b"
+				}
+				ranks[i].Resource = append(ranks[i].Resource, attribute.String(attrkey.HostName, host))
+				ranks[i].HangAt = 5
+				if i == 6 {
+					ranks[i].HangRole = lensemu.Stopped
+				}
+				if shape != nil {
+					shape(&ranks[i])
+				}
+			}
+			runJob(t, ranks)
+			var rec record
+			waitFor(t, deliveryTimeout+10*time.Second, "a stall record on a gateway", func() bool {
+				for _, g := range gws {
+					for _, r := range readTelemetry(t, g.dir()).StallRecords {
+						if r.attributes()["event.name"] == "nemo.run.stalled" && r.resource()["nemo.run.id"] == run {
+							rec = r
+							return true
+						}
+					}
+				}
+				return false
+			})
+			attrs := rec.attributes()
+			if got := ints(t, attrs["nemo.stall.culprit_ranks"]); !slices.Equal(got, []int64{6}) {
+				t.Errorf("culprit ranks %v, want [6]; %s", got, rec.str("body"))
+			}
+			if got := strs(attrs["nemo.stall.culprit_hosts"]); !slices.Equal(got, []string{"node-b"}) {
+				t.Errorf("culprit hosts %v, want [node-b]", got)
+			}
+			if !strings.Contains(rec.str("body"), "rank 6 on node-b last finished megatron.microbatch.forward") {
+				t.Errorf("body does not say where rank 6 stopped: %s", rec.str("body"))
+			}
+			stopTier(agents, gws)
+		})
+	}
+}

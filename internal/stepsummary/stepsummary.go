@@ -1,0 +1,204 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package stepsummary is the contract between the two tiers: what an agent
+// sends a gateway of the ranks its strategy drops, so that the gateway's
+// step engine judges every rank of a run without receiving every span.
+// One definition, written by rank_strategy on the agents (summarize) and
+// read by the step engine on the gateways (internal/steps); components
+// never import each other.
+//
+// Summaries travel as OTLP spans, under the rank's own resource (so that
+// they are routed by nemo.run.id like the rest of the run), in a scope of
+// their own: name ScopeName, version Version. Each summary span keeps the
+// name, trace and span ids, parent id and times of the span it stands
+// for, and says what it is in AttrKind:
+//
+//   - "step": one rank-step: the rank's step span, with AttrIteration and
+//     AttrWait (its time waiting in gradient sync and pipeline receives, the
+//     union of its wait spans within the step, in ns), and the step span's
+//     megatron.num_microbatches and dl.pipeline_parallel.rank when it has
+//     them.
+//   - "phase": a span outside every step (the run-long job span, start-up,
+//     checkpoint load and save, evaluation): its envelope, no attributes.
+//   - "progress": a progress beat, sent while a rank completes no step: the
+//     latest span of the next iteration the rank ended (in step order), with
+//     AttrForwards and AttrBackwards, the micro-batch forwards and backwards
+//     it ended in that iteration, and its dl.pipeline_parallel.rank.
+//
+// A reader refuses a scope of another version (it counts and logs it,
+// naming both versions): a gateway must be upgraded before its agents.
+package stepsummary // import "github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+)
+
+// The contract's names.
+const (
+	// ScopeName is the instrumentation scope of summary spans.
+	ScopeName = "otelcol-nemo/step-summary"
+	// Version is the scope version this build writes and reads.
+	Version = "1"
+
+	// AttrKind says what a summary span stands for: KindStep, KindPhase or
+	// KindProgress, as a string.
+	AttrKind = "nemo.summary.kind"
+	// AttrIteration is a step summary's iteration (int).
+	AttrIteration = "nemo.summary.iteration"
+	// AttrWait is a step summary's wait time in ns (int).
+	AttrWait = "nemo.summary.wait_ns"
+	// AttrForwards and AttrBackwards are a progress beat's micro-batch
+	// counts (int).
+	AttrForwards  = "nemo.summary.forwards"
+	AttrBackwards = "nemo.summary.backwards"
+)
+
+// Kind is what a summary span stands for.
+type Kind uint8
+
+const (
+	// KindUnknown: not a summary this version knows.
+	KindUnknown Kind = iota
+	// KindStep: one rank-step.
+	KindStep
+	// KindPhase: a span outside every step, its envelope.
+	KindPhase
+	// KindProgress: a progress beat.
+	KindProgress
+)
+
+var kindNames = [...]string{KindUnknown: "", KindStep: "step", KindPhase: "phase", KindProgress: "progress"}
+
+// String is the kind as AttrKind spells it.
+func (k Kind) String() string { return kindNames[k] }
+
+func parseKind(s string) Kind {
+	for k, name := range kindNames {
+		if name != "" && name == s {
+			return Kind(k)
+		}
+	}
+	return KindUnknown
+}
+
+// IsScope says whether a scope holds summaries (of any version).
+func IsScope(ss ptrace.ScopeSpans) bool { return ss.Scope().Name() == ScopeName }
+
+// Has says whether a resource holds a summary scope.
+func Has(rs ptrace.ResourceSpans) bool {
+	for _, ss := range rs.ScopeSpans().All() {
+		if IsScope(ss) {
+			return true
+		}
+	}
+	return false
+}
+
+// NewScope appends a summary scope of this version to rs and returns its
+// span list.
+func NewScope(rs ptrace.ResourceSpans) ptrace.SpanSlice {
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(ScopeName)
+	ss.Scope().SetVersion(Version)
+	return ss.Spans()
+}
+
+// envelope copies what every summary keeps of the span it stands for.
+func envelope(dst, from ptrace.Span, kind Kind) {
+	dst.SetName(from.Name())
+	dst.SetTraceID(from.TraceID())
+	dst.SetSpanID(from.SpanID())
+	dst.SetParentSpanID(from.ParentSpanID())
+	dst.SetStartTimestamp(from.StartTimestamp())
+	dst.SetEndTimestamp(from.EndTimestamp())
+	dst.Attributes().PutStr(AttrKind, kind.String())
+}
+
+// copyAttr copies one attribute of from, when it has it.
+func copyAttr(dst, from pcommon.Map, key string) {
+	if v, ok := from.Get(key); ok {
+		v.CopyTo(dst.PutEmpty(key))
+	}
+}
+
+// WriteStep makes dst the summary of a rank's step span, of iteration,
+// which waited wait ns.
+func WriteStep(dst, step ptrace.Span, iteration, wait int64) {
+	envelope(dst, step, KindStep)
+	attrs := dst.Attributes()
+	attrs.PutInt(AttrIteration, iteration)
+	attrs.PutInt(AttrWait, max(wait, 0))
+	copyAttr(attrs, step.Attributes(), attrkey.MegatronNumMicrobatches)
+	copyAttr(attrs, step.Attributes(), attrkey.PipelineRank)
+}
+
+// WritePhase makes dst the envelope of a span outside every step.
+func WritePhase(dst, span ptrace.Span) { envelope(dst, span, KindPhase) }
+
+// Beat is what a progress beat says besides its span: the micro-batch
+// forwards and backwards the rank ended in the iteration after its last
+// step, and its pipeline stage (-1: unknown).
+type Beat struct {
+	Forwards, Backwards int64
+	Stage               int64
+}
+
+// WriteProgress makes dst a progress beat: latest is the latest span of
+// the next iteration the rank ended.
+func WriteProgress(dst, latest ptrace.Span, b Beat) {
+	envelope(dst, latest, KindProgress)
+	attrs := dst.Attributes()
+	attrs.PutInt(AttrForwards, b.Forwards)
+	attrs.PutInt(AttrBackwards, b.Backwards)
+	if b.Stage >= 0 {
+		attrs.PutInt(attrkey.PipelineRank, b.Stage)
+	}
+}
+
+// Item is what a reader makes of a summary span.
+type Item struct {
+	Kind Kind
+	// Iteration and Wait, of a step summary.
+	Iteration, Wait int64
+	// Beat, of a progress beat.
+	Beat Beat
+}
+
+// Read reads a summary span of this version; false when its kind is not
+// one this version knows, or a step summary lacks its iteration.
+func Read(s ptrace.Span) (Item, bool) {
+	attrs := s.Attributes()
+	v, ok := attrs.Get(AttrKind)
+	if !ok {
+		return Item{}, false
+	}
+	it := Item{Kind: parseKind(v.Str())}
+	switch it.Kind {
+	case KindStep:
+		iteration, ok := attrs.Get(AttrIteration)
+		if !ok || iteration.Type() != pcommon.ValueTypeInt {
+			return Item{}, false
+		}
+		it.Iteration = iteration.Int()
+		if w, ok := attrs.Get(AttrWait); ok && w.Type() == pcommon.ValueTypeInt {
+			it.Wait = max(w.Int(), 0)
+		}
+	case KindProgress:
+		it.Beat = Beat{Forwards: intAttr(attrs, AttrForwards), Backwards: intAttr(attrs, AttrBackwards), Stage: -1}
+	case KindPhase:
+	default:
+		return Item{}, false
+	}
+	return it, true
+}
+
+func intAttr(attrs pcommon.Map, key string) int64 {
+	if v, ok := attrs.Get(key); ok && v.Type() == pcommon.ValueTypeInt {
+		return max(v.Int(), 0)
+	}
+	return 0
+}

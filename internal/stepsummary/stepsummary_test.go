@@ -1,0 +1,89 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package stepsummary
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+)
+
+func stepSpan() ptrace.Span {
+	s := ptrace.NewSpan()
+	s.SetName(attrkey.MegatronTrainStep)
+	s.SetTraceID(pcommon.TraceID{1})
+	s.SetSpanID(pcommon.SpanID{2})
+	s.SetParentSpanID(pcommon.SpanID{3})
+	s.SetStartTimestamp(1_000)
+	s.SetEndTimestamp(101_000)
+	s.Attributes().PutInt(attrkey.MegatronIteration, 7)
+	s.Attributes().PutInt(attrkey.MegatronNumMicrobatches, 4)
+	s.Attributes().PutInt(attrkey.PipelineRank, 1)
+	s.Attributes().PutDouble("megatron.loss", 2.5)
+	return s
+}
+
+// A summary keeps the envelope of its span and the attributes the reader
+// needs, nothing else, and reads back as it was written.
+func TestWriteAndRead(t *testing.T) {
+	rs := ptrace.NewResourceSpans()
+	spans := NewScope(rs)
+	require.True(t, Has(rs))
+	assert.Equal(t, Version, rs.ScopeSpans().At(0).Scope().Version())
+
+	from := stepSpan()
+	step := spans.AppendEmpty()
+	WriteStep(step, from, 7, 15_000)
+	assert.Equal(t, from.Name(), step.Name())
+	assert.Equal(t, from.TraceID(), step.TraceID())
+	assert.Equal(t, from.SpanID(), step.SpanID())
+	assert.Equal(t, from.ParentSpanID(), step.ParentSpanID())
+	assert.Equal(t, from.StartTimestamp(), step.StartTimestamp())
+	assert.Equal(t, from.EndTimestamp(), step.EndTimestamp())
+	assert.Equal(t, map[string]any{
+		AttrKind: "step", AttrIteration: int64(7), AttrWait: int64(15_000),
+		attrkey.MegatronNumMicrobatches: int64(4), attrkey.PipelineRank: int64(1),
+	}, step.Attributes().AsRaw())
+	item, ok := Read(step)
+	require.True(t, ok)
+	assert.Equal(t, Item{Kind: KindStep, Iteration: 7, Wait: 15_000}, item)
+
+	phase := spans.AppendEmpty()
+	WritePhase(phase, from)
+	item, ok = Read(phase)
+	require.True(t, ok)
+	assert.Equal(t, KindPhase, item.Kind)
+	assert.Equal(t, map[string]any{AttrKind: "phase"}, phase.Attributes().AsRaw())
+
+	beat := spans.AppendEmpty()
+	WriteProgress(beat, from, Beat{Forwards: 3, Backwards: 1, Stage: 2})
+	item, ok = Read(beat)
+	require.True(t, ok)
+	assert.Equal(t, Item{Kind: KindProgress, Beat: Beat{Forwards: 3, Backwards: 1, Stage: -1}}, item)
+	stage, _ := beat.Attributes().Get(attrkey.PipelineRank)
+	assert.Equal(t, int64(2), stage.Int(), "the stage travels as the span attribute the stall detector reads")
+}
+
+// What this version cannot read is refused: an unknown kind, a step
+// without its iteration, a span that is no summary.
+func TestReadRefuses(t *testing.T) {
+	unknown := ptrace.NewSpan()
+	unknown.Attributes().PutStr(AttrKind, "rank-heartbeat")
+	noIteration := ptrace.NewSpan()
+	noIteration.Attributes().PutStr(AttrKind, "step")
+	stringIteration := ptrace.NewSpan()
+	stringIteration.Attributes().PutStr(AttrKind, "step")
+	stringIteration.Attributes().PutStr(AttrIteration, "7")
+	for name, s := range map[string]ptrace.Span{
+		"not a summary": ptrace.NewSpan(), "unknown kind": unknown, "no iteration": noIteration, "string iteration": stringIteration,
+	} {
+		_, ok := Read(s)
+		assert.False(t, ok, name)
+	}
+}

@@ -1,0 +1,155 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package stragglers // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/stragglers"
+
+import (
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+)
+
+// summarizer writes, on an agent, the step summaries of the ranks the
+// strategy drops (internal/stepsummary): one per rank-step at its step's
+// decision, the envelope of every span outside the steps, and a progress
+// beat per rank while it completes no step. They go out with the kept
+// straggler spans, through the same Output, so that a refused request is
+// sent again like theirs. Called under the engine's lock.
+type summarizer struct {
+	out *steps.Output
+	// interval: a rank that completed no step for this long gets a beat
+	// when its progress moved, at most one per interval.
+	interval time.Duration
+	ranks    *boundedmap.Map[steps.Rank, *summaryRank]
+	// The resource walked last (steps.Resource.Seq) and its rank.
+	seq uint64
+	cur *summaryRank
+	// Written since the last count.
+	written int64
+}
+
+// summaryRank is what the summarizer keeps of a dropped rank: its resource
+// (the summaries' own) and its progress since its last step.
+type summaryRank struct {
+	res      pcommon.Resource
+	stepEnd  int64
+	lastStep time.Time
+	lastBeat time.Time
+	progress stall.Progress
+	// latest is the envelope of its latest span in step order since its
+	// last step; moved: its progress changed since the last beat.
+	latest    ptrace.Span
+	latestEnd int64
+	moved     bool
+	stage     int64
+}
+
+func newSummarizer(out *steps.Output, interval time.Duration) *summarizer {
+	return &summarizer{out: out, interval: interval, ranks: boundedmap.New[steps.Rank, *summaryRank](steps.MaxRememberedRanks)}
+}
+
+// rank is the state of the resource walked, its resource copied when it
+// changed (a restarted rank is a new process).
+func (m *summarizer) rank(r *steps.Resource) *summaryRank {
+	if m.seq == r.Seq && m.cur != nil {
+		return m.cur
+	}
+	sr := m.ranks.GetOrNew(r.Rank, func() *summaryRank {
+		return &summaryRank{res: pcommon.NewResource(), latest: ptrace.NewSpan(), stage: -1, lastStep: r.At}
+	})
+	if !sr.res.Attributes().Equal(r.Attrs) {
+		r.Attrs.CopyTo(sr.res.Attributes())
+	}
+	m.seq, m.cur = r.Seq, sr
+	return sr
+}
+
+// arrived follows a dropped rank's progress, span by span in batch order,
+// as the stall detector does on the gateway.
+func (m *summarizer) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
+	sr := m.rank(r)
+	start, end := steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp())
+	if step.Is {
+		if end >= sr.stepEnd {
+			sr.stepEnd, sr.lastStep = end, r.At
+			sr.progress, sr.latestEnd, sr.moved = stall.Progress{}, 0, false
+		}
+		m.readStage(sr, s)
+		return
+	}
+	if start < sr.stepEnd || !strings.HasPrefix(s.Name(), "megatron.") {
+		return
+	}
+	m.readStage(sr, s)
+	if sr.progress.Add(s.Name(), end, sr.latestEnd) {
+		latest := sr.latest
+		latest.SetName(s.Name())
+		latest.SetTraceID(s.TraceID())
+		latest.SetSpanID(s.SpanID())
+		latest.SetParentSpanID(s.ParentSpanID())
+		latest.SetStartTimestamp(s.StartTimestamp())
+		latest.SetEndTimestamp(s.EndTimestamp())
+		sr.latestEnd = end
+	}
+	sr.moved = true
+}
+
+// readStage reads the rank's pipeline stage from its spans, once.
+func (*summarizer) readStage(sr *summaryRank, s ptrace.Span) {
+	if sr.stage >= 0 {
+		return
+	}
+	if v, ok := s.Attributes().Get(attrkey.PipelineRank); ok {
+		if stage, ok := rankattr.Parse(v); ok {
+			sr.stage = stage
+		}
+	}
+}
+
+// step writes the summary of a dropped rank's step: its step span (held),
+// the time it waited.
+func (m *summarizer) step(rank steps.Rank, step ptrace.Span, iteration int64, rs *steps.RankStep) {
+	sr, ok := m.ranks.Get(rank)
+	if !ok {
+		return
+	}
+	wait := int64(0)
+	if rs.Score.Busy > 0 {
+		wait = rs.End - rs.Start - rs.Score.Busy
+	}
+	stepsummary.WriteStep(m.out.Summary(rank, sr.res), step, iteration, wait)
+	m.written++
+}
+
+// phase writes the envelope of a dropped rank's span outside every step.
+func (m *summarizer) phase(rank steps.Rank, span ptrace.Span) {
+	sr, ok := m.ranks.Get(rank)
+	if !ok {
+		return
+	}
+	stepsummary.WritePhase(m.out.Summary(rank, sr.res), span)
+	m.written++
+}
+
+// beats writes a progress beat for each rank whose progress moved and that
+// completed no step for an interval, at most one per interval.
+func (m *summarizer) beats(now time.Time) {
+	m.ranks.All(func(rank steps.Rank, sr *summaryRank) {
+		if !sr.moved || now.Sub(sr.lastStep) < m.interval || now.Sub(sr.lastBeat) < m.interval {
+			return
+		}
+		beat := stepsummary.Beat{Forwards: sr.progress.Forwards, Backwards: sr.progress.Backwards, Stage: sr.stage}
+		stepsummary.WriteProgress(m.out.Summary(rank, sr.res), sr.latest, beat)
+		sr.moved, sr.lastBeat = false, now
+		m.written++
+	})
+}
