@@ -28,9 +28,14 @@ import (
 // trains 11 to 25 to the end (11 to 13 were lost). Every category is seconds to minutes of a
 // wall time of about 4 minutes, so that 1% of it tells them apart.
 func goodputRun(c *testcollector.Collector, run string, shape func(*lensemu.Rank)) (first, second []lensemu.Rank) {
+	return goodputRunVia(func(int) *testcollector.Collector { return c }, run, shape)
+}
+
+// goodputRunVia is goodputRun with each rank sending to collectorOf(rank).
+func goodputRunVia(collectorOf func(rank int) *testcollector.Collector, run string, shape func(*lensemu.Rank)) (first, second []lensemu.Rank) {
 	start := time.Now().Add(-time.Hour).Truncate(time.Second)
 	attempt := func(n int) []lensemu.Rank {
-		ranks := jobVia(func(int) *testcollector.Collector { return c }, run, 4, 25)
+		ranks := jobVia(collectorOf, run, 4, 25)
 		for i := range ranks {
 			r := &ranks[i]
 			host := "gp-node-a"
@@ -81,47 +86,80 @@ func TestGoodputMatchesTheEmulatorsAccount(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			run := runName("run-goodput", name)
 			first, second := goodputRun(c, run, shape)
-			runJob(t, first)
-			// The hang is found (stall_after and a tick) before the relaunch.
-			stallRecords(t, dir, run, "nemo.run.stalled")
-			runJob(t, second)
-
-			var final record
-			waitFor(t, deliveryTimeout, "the final nemo.run.goodput record of "+run, func() bool {
-				for _, rec := range readTelemetry(t, dir).GoodputRecords {
-					if rec.resource()["nemo.run.id"] == run && rec.attributes()["nemo.goodput.final"] == true {
-						final = rec
-						return true
-					}
-				}
-				return false
-			})
-			truth := lensemu.Account(first, second)
-			attrs := final.attributes()
-			wall := number(t, attrs["nemo.run.wall_seconds"])
-			if math.Abs(wall-truth.Wall.Seconds()) > 0.001 {
-				t.Errorf("wall time %.3f s, the emulator's %.3f s", wall, truth.Wall.Seconds())
-			}
-			var sum float64
-			for category, want := range truth.Categories() {
-				got := number(t, attrs["nemo.time."+category])
-				sum += got
-				if math.Abs(got-want.Seconds()) > 0.01*truth.Wall.Seconds() {
-					t.Errorf("%s: %.3f s, the emulator's %.3f s (more than 1%% of the %.1f s wall time apart)", category, got, want.Seconds(), truth.Wall.Seconds())
-				}
-			}
-			if math.Abs(sum-wall) > 0.01 {
-				t.Errorf("the categories add up to %.3f s, the wall time is %.3f s", sum, wall)
-			}
-			if got, want := number(t, attrs["nemo.goodput"]), truth.Productive.Seconds()/truth.Wall.Seconds(); math.Abs(got-want) > 0.001 {
-				t.Errorf("goodput %.4f, the emulator's %.4f", got, want)
-			}
-			if n := number(t, attrs["nemo.run.attempts"]); n != 2 {
-				t.Errorf("%v attempts, want 2", n)
-			}
-			t.Logf("%s", final.str("body"))
+			checkGoodputAccount(t, dir, run, first, second)
 		})
 	}
+}
+
+// TestTwoTiersGoodputMatchesTheEmulatorsAccount: the run above through two
+// agents (gp-node-a's ranks 0 and 1 behind one, gp-node-b's 2 and 3 behind
+// the other) and a gateway, the presets as committed: rank 3 is the export
+// rank, the others reach the gateway as summaries, among them the
+// straggler (rank 2) and the rank that stops (rank 1). The gateway's final
+// goodput record matches the emulator's account as one collector's does,
+// every category within 1% of the wall time, in the four shapes.
+func TestTwoTiersGoodputMatchesTheEmulatorsAccount(t *testing.T) {
+	adjust := func(env map[string]string) {
+		delete(env, "NEMO_RANK_STRATEGY")
+		env["NEMO_STALL_AFTER"] = stallAfter.String()
+		env["NEMO_STRAGGLER_WAIT"] = "2s"
+		env["NEMO_PROGRESS_INTERVAL"] = "500ms"
+	}
+	gws := startGateways(t, 1, adjust)
+	agents := startAgents(t, 2, gws, adjust)
+	defer stopTier(agents, gws)
+	for name, shape := range stallShapes {
+		t.Run(name, func(t *testing.T) {
+			run := runName("run-tier-goodput", name)
+			first, second := goodputRunVia(func(rank int) *testcollector.Collector { return agents[rank/2] }, run, shape)
+			checkGoodputAccount(t, gws[0].dir(), run, first, second)
+		})
+	}
+}
+
+// checkGoodputAccount runs the two attempts of goodputRun and compares the
+// run's final goodput record in dir with the emulator's account.
+func checkGoodputAccount(t *testing.T, dir, run string, first, second []lensemu.Rank) {
+	t.Helper()
+	runJob(t, first)
+	// The hang is found (stall_after and a tick) before the relaunch.
+	stallRecords(t, dir, run, "nemo.run.stalled")
+	runJob(t, second)
+
+	var final record
+	waitFor(t, deliveryTimeout, "the final nemo.run.goodput record of "+run, func() bool {
+		for _, rec := range readTelemetry(t, dir).GoodputRecords {
+			if rec.resource()["nemo.run.id"] == run && rec.attributes()["nemo.goodput.final"] == true {
+				final = rec
+				return true
+			}
+		}
+		return false
+	})
+	truth := lensemu.Account(first, second)
+	attrs := final.attributes()
+	wall := number(t, attrs["nemo.run.wall_seconds"])
+	if math.Abs(wall-truth.Wall.Seconds()) > 0.001 {
+		t.Errorf("wall time %.3f s, the emulator's %.3f s", wall, truth.Wall.Seconds())
+	}
+	var sum float64
+	for category, want := range truth.Categories() {
+		got := number(t, attrs["nemo.time."+category])
+		sum += got
+		if math.Abs(got-want.Seconds()) > 0.01*truth.Wall.Seconds() {
+			t.Errorf("%s: %.3f s, the emulator's %.3f s (more than 1%% of the %.1f s wall time apart)", category, got, want.Seconds(), truth.Wall.Seconds())
+		}
+	}
+	if math.Abs(sum-wall) > 0.01 {
+		t.Errorf("the categories add up to %.3f s, the wall time is %.3f s", sum, wall)
+	}
+	if got, want := number(t, attrs["nemo.goodput"]), truth.Productive.Seconds()/truth.Wall.Seconds(); math.Abs(got-want) > 0.001 {
+		t.Errorf("goodput %.4f, the emulator's %.4f", got, want)
+	}
+	if n := number(t, attrs["nemo.run.attempts"]); n != 2 {
+		t.Errorf("%v attempts, want 2", n)
+	}
+	t.Logf("%s", final.str("body"))
 }
 
 // number is a JSON number (or a bool/absent, which fails the test) as a float.

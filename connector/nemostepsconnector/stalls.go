@@ -19,6 +19,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 )
 
 // Attribute names of the stall records and gauges.
@@ -101,8 +102,9 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 		}
 	}
 	span := stall.Span{Name: name, Start: steps.Nanos(s.StartTimestamp()), End: steps.Nanos(s.EndTimestamp()), Job: isJob}
-	if b := step.Beat; b != nil {
-		span.Beat, span.Forwards, span.Backwards = true, b.Forwards, b.Backwards
+	if sum := step.Summary; sum != nil {
+		span.Beat = sum.Kind == stepsummary.KindProgress
+		span.Forwards, span.Backwards = sum.Counts.Forwards, sum.Counts.Backwards
 	}
 	if step.Is {
 		span.Step, span.Iteration = true, step.Iteration

@@ -36,7 +36,7 @@ func summaryBatch(ranks int64) ptrace.Traces {
 		at := run.AppendStep(src, rank, 0)
 		rs := out.ResourceSpans().AppendEmpty()
 		rank.PutResource(rs.Resource().Attributes())
-		stepsummary.WriteStep(stepsummary.NewScope(rs).AppendEmpty(), src.At(at), 0, int64(60*time.Millisecond))
+		stepsummary.WriteStep(stepsummary.NewScope(rs).AppendEmpty(), src.At(at), 0, int64(60*time.Millisecond), 4)
 	}
 	return out
 }

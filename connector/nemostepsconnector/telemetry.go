@@ -19,12 +19,12 @@ import (
 // skipReason says why a step or wait span was not used.
 // skipReasonNames are the reason attribute of spans_skipped.
 var skipReasonNames = [steps.NumSkips]string{
-	steps.SkipMissingRank:      "missing_rank",
-	steps.SkipInvalidRank:      "invalid_rank",
-	steps.SkipMissingIteration: "missing_iteration",
-	steps.SkipInvalidDuration:  "invalid_duration",
-	steps.SkipLateWait:         "late_wait",
-	steps.SkipWaitExpired:      "pending_expired",
+	steps.SkipMissingRank:       "missing_rank",
+	steps.SkipInvalidRank:       "invalid_rank",
+	steps.SkipMissingIteration:  "missing_iteration",
+	steps.SkipInvalidDuration:   "invalid_duration",
+	steps.SkipLateWait:          "late_wait",
+	steps.SkipWaitExpired:       "pending_expired",
 	steps.SkipSummaryVersion:    "summary_version",
 	steps.SkipSummaryUnreadable: "summary_unreadable",
 }

@@ -126,8 +126,9 @@ type Limits struct {
 }
 
 // DefaultLimits keep about a day of a run with a step every second between
-// two checkpoints, and 65,536 ranks.
-var DefaultLimits = Limits{Steps: 100_000, Intervals: 100_000, Ranks: 65_536}
+// two checkpoints, and 262,144 ranks (a 100,000-rank run judged by one
+// gateway from its agents' summaries).
+var DefaultLimits = Limits{Steps: 100_000, Intervals: 100_000, Ranks: 1 << 18}
 
 // Run accounts one run. It is not safe for concurrent use.
 type Run struct {

@@ -29,6 +29,11 @@ type pipelineJob struct {
 	stages, microbatches int
 	// noStage leaves the spans' pipeline stage unread.
 	noStage bool
+	// summarized feeds the ranks as an agent summarizes them for its
+	// gateway (internal/stepsummary): their step spans, and for the spans
+	// after a rank's last step one progress beat (Progress: the latest in
+	// step order, with the micro-batch counts).
+	summarized bool
 	// next is the next iteration to run.
 	next int64
 }
@@ -76,6 +81,10 @@ func (j *pipelineJob) feed(iteration int64, td ptrace.Traces) {
 		rank := rs.Resource().Attributes().AsRaw()
 		r := lensfixtureRank(j.t, j.job.Run.Ranks, rank)
 		tr := j.d.Rank(1, len(j.job.Run.Ranks), Rank{Rank: r.Rank, Host: r.Host(), Process: r.InstanceID(), Stages: j.stages}, arrived)
+		if j.summarized {
+			j.feedSummarized(tr, rs)
+			continue
+		}
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, s := range ss.Spans().All() {
 				if tr.NeedsStage() && !j.noStage {
@@ -96,6 +105,53 @@ func (j *pipelineJob) feed(iteration int64, td ptrace.Traces) {
 				tr.Span(span)
 			}
 		}
+	}
+}
+
+// feedSummarized feeds a rank's resource as its agent's summaries reach
+// the gateway's detector: each step span, and a progress beat of what the
+// rank ended after its last step.
+func (j *pipelineJob) feedSummarized(tr Tracker, rs ptrace.ResourceSpans) {
+	var (
+		progress          Progress
+		latest            Span
+		stepEnd           int64
+		moved, stageKnown bool
+	)
+	for _, ss := range rs.ScopeSpans().All() {
+		for _, s := range ss.Spans().All() {
+			if v, ok := s.Attributes().Get(attrkey.PipelineRank); ok && !stageKnown && !j.noStage {
+				stageKnown = true
+				if tr.NeedsStage() {
+					tr.SetStage(v.Int())
+				}
+			}
+			span := Span{Name: s.Name(), Start: int64(s.StartTimestamp()), End: int64(s.EndTimestamp())}
+			if v, ok := s.Attributes().Get(attrkey.MegatronIteration); ok {
+				span.Step, span.Iteration = true, v.Int()
+				if m, ok := s.Attributes().Get(attrkey.MegatronNumMicrobatches); ok {
+					span.MicroBatches = int(m.Int())
+				}
+				if j.microbatches > 0 {
+					span.MicroBatches = j.microbatches
+				}
+				span.Forwards = progress.Forwards
+				tr.Span(span)
+				progress, latest, stepEnd, moved = Progress{}, Span{}, span.End, false
+				continue
+			}
+			if span.Start < stepEnd {
+				continue
+			}
+			if progress.Add(span.Name, span.End, latest.End) {
+				latest = span
+			}
+			moved = true
+		}
+	}
+	if moved {
+		latest.Beat, latest.Forwards, latest.Backwards = true, progress.Forwards, progress.Backwards
+		tr.Span(latest)
 	}
 }
 
@@ -125,6 +181,14 @@ func (j *pipelineJob) hang(replica int, stop lensfixture.PipelineStop) Event {
 // parallelism; the culprits are its rank in the stalled copy, and the
 // other copies wait in grad sync.
 func TestPipelineStageThatStopped(t *testing.T) {
+	for _, summarized := range []bool{false, true} {
+		t.Run(fmt.Sprintf("summarized=%v", summarized), func(t *testing.T) { checkStageThatStopped(t, summarized) })
+	}
+}
+
+// checkStageThatStopped is TestPipelineStageThatStopped with every rank
+// fed as spans, or as an agent's summaries (the same verdicts).
+func checkStageThatStopped(t *testing.T, summarized bool) {
 	for _, p := range pipelines() {
 		for _, replicas := range []int{1, 2} {
 			for stage := range p.Stages {
@@ -133,7 +197,7 @@ func TestPipelineStageThatStopped(t *testing.T) {
 						continue
 					}
 					name := fmt.Sprintf("pp%d_m%d_dp%d/stage%d_op%d", p.Stages, p.MicroBatches, replicas, stage, op)
-					j := newPipelineJob(t, p, replicas)
+					j := newPipelineJob(t, p, replicas, func(j *pipelineJob) { j.summarized = summarized })
 					ev := j.hang(replicas-1, lensfixture.PipelineStop{Stage: stage, Op: op})
 					if !assert.True(t, ev.Pipeline.Found, name) {
 						continue

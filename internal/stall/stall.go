@@ -275,6 +275,10 @@ func (tr Tracker) Span(span Span) {
 		st.jobEnded = true
 	case span.Step:
 		if span.Iteration >= st.stepIteration || st.restarted {
+			if span.Forwards > 0 {
+				// An agent's step summary: the forwards it counted.
+				st.forwards = uint16(min(span.Forwards, math.MaxUint16))
+			}
 			st.stepIteration, st.stepEnd = span.Iteration, span.End
 			// The step's micro-batches, unless the step says otherwise (an
 			// interleaved schedule runs each micro-batch once per model
@@ -342,10 +346,11 @@ type Span struct {
 	// Job: the rank's run-long job span (megatron.pretrain, ...): the run
 	// is over for the rank.
 	Job bool
-	// Beat: a progress beat from an agent that summarized the rank
-	// (internal/stepsummary): the span is the latest the rank ended in the
+	// From an agent that summarized the rank (internal/stepsummary): Beat,
+	// a progress beat: the span is the latest the rank ended in the
 	// iteration after its last step, and Forwards and Backwards are the
-	// micro-batch computes it ended in that iteration.
+	// micro-batch computes it ended in that iteration. A step summary's
+	// Forwards are the micro-batch forwards the rank ended in the step.
 	Beat                bool
 	Forwards, Backwards int64
 }

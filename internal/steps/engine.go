@@ -17,8 +17,11 @@ import (
 
 // MaxRememberedRanks bounds the ranks whose state between batches (recent
 // steps, busy times, waiting spans) an engine remembers: about twice this
-// many, in two generations.
-const MaxRememberedRanks = 65536
+// many, in two generations. A run of more ranks than this forgets some of
+// them between their steps (boundedmap), so it is sized for one gateway
+// judging a 100,000-rank run from its agents' summaries (about 1 KB a rank:
+// BenchmarkGatewaySummaries).
+const MaxRememberedRanks = 1 << 18
 
 // DefaultDecidedSize is how many decided steps an engine remembers unless
 // told otherwise, so that a rank or span arriving after its step's decision
@@ -93,14 +96,14 @@ type Engine[P, D any] struct {
 	// LocalWorld.
 	groupRanks map[uint64]int64
 	counts     Counts
-	stats   Stats
+	stats      Stats
 	// stepSeen: a usable step span came; warnedNoStep: the engine said
 	// that none came while spans waited in vain.
 	stepSeen, warnedNoStep bool
 	// warnedVersion: the engine said that summaries of another version came.
 	warnedVersion bool
-	batch                  Batch[P, D]
-	decideFn               func(*Open[Step, openStep[D]], Cause)
+	batch         Batch[P, D]
+	decideFn      func(*Open[Step, openStep[D]], Cause)
 
 	loop *clock.Loop
 }
@@ -134,9 +137,9 @@ func New[P, D any](cfg Config, l Listener[P, D], clk clock.Clock, logger *zap.Lo
 	}
 	e := &Engine[P, D]{
 		cfg: cfg, spans: spans, clk: clk, epoch: clk.Now(), logger: logger, l: l,
-		ranks:   boundedmap.New[Rank, *rankState[P]](MaxRememberedRanks),
-		open:    NewTable[Step, openStep[D]](cfg.Waits.DecisionWait),
-		decided: NewDecided[Step, *decidedStep[D]](cfg.DecidedSize),
+		ranks:      boundedmap.New[Rank, *rankState[P]](MaxRememberedRanks),
+		open:       NewTable[Step, openStep[D]](cfg.Waits.DecisionWait),
+		decided:    NewDecided[Step, *decidedStep[D]](cfg.DecidedSize),
 		history:    stepbusy.NewHistory[Rank](cfg.History, MaxRememberedRanks),
 		groupRanks: map[uint64]int64{},
 	}

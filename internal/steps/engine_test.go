@@ -387,7 +387,7 @@ func summarize(td ptrace.Traces, wait int64, version string) ptrace.Traces {
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, s := range ss.Spans().All() {
 				if it, ok := s.Attributes().Get(attrkey.MegatronIteration); ok {
-					stepsummary.WriteStep(summaries.AppendEmpty(), s, it.Int(), wait)
+					stepsummary.WriteStep(summaries.AppendEmpty(), s, it.Int(), wait, 0)
 				}
 			}
 		}

@@ -95,12 +95,12 @@ type Resource struct {
 // A span of a summary scope (internal/stepsummary: a rank the agent in
 // front of this collector summarized) arrives as the span it stands for: a
 // step summary as its step span, a phase envelope as its span outside the
-// steps, and a progress beat as the latest span the rank ended, with Beat
-// set.
+// steps, and a progress beat as the latest span the rank ended; Summary is
+// then what the summary says (nil for a span of the rank's own).
 type StepSpan struct {
 	Is        bool
 	Iteration int64
-	Beat      *stepsummary.Beat
+	Summary   *stepsummary.Item
 }
 
 // SpanRef is span number Index (counting scope by scope, in order) of the

@@ -34,9 +34,9 @@ type Output struct {
 	next consumer.Traces
 	// The request being filled, and those filled since Ready, under the
 	// engine's lock.
-	td     ptrace.Traces
-	count  int
-	mover  pdatautil.SpanMover[*Chunk]
+	td    ptrace.Traces
+	count int
+	mover pdatautil.SpanMover[*Chunk]
 	// summaries is the summary scope of each rank's resource in the
 	// request being filled.
 	summaries map[Rank]ptrace.SpanSlice

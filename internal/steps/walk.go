@@ -141,19 +141,15 @@ func (b *Batch[P, D]) summaries(ss ptrace.ScopeSpans) {
 			e.stats.Skipped[SkipSummaryUnreadable]++
 			continue
 		}
-		switch item.Kind {
-		case stepsummary.KindStep:
-			e.stepSeen = true
-			e.l.Arrived(&b.res, s, StepSpan{Is: true, Iteration: item.Iteration})
-			if b.addStep(s, item.Iteration) && item.Wait > 0 {
-				start := Nanos(s.StartTimestamp())
-				e.addWait(b.res.StepOf(item.Iteration), b.res.Rank.Rank, stepbusy.Interval{Start: start, End: start + item.Wait})
-			}
-		case stepsummary.KindProgress:
-			beat := item.Beat
-			e.l.Arrived(&b.res, s, StepSpan{Beat: &beat})
-		default:
-			e.l.Arrived(&b.res, s, StepSpan{})
+		if item.Kind != stepsummary.KindStep {
+			e.l.Arrived(&b.res, s, StepSpan{Summary: &item})
+			continue
+		}
+		e.stepSeen = true
+		e.l.Arrived(&b.res, s, StepSpan{Is: true, Iteration: item.Iteration, Summary: &item})
+		if b.addStep(s, item.Iteration) && item.Wait > 0 {
+			start := Nanos(s.StartTimestamp())
+			e.addWait(b.res.StepOf(item.Iteration), b.res.Rank.Rank, stepbusy.Interval{Start: start, End: start + item.Wait})
 		}
 	}
 }

@@ -14,9 +14,10 @@
 // name, trace and span ids, parent id and times of the span it stands
 // for, and says what it is in AttrKind:
 //
-//   - "step": one rank-step: the rank's step span, with AttrIteration and
+//   - "step": one rank-step: the rank's step span, with AttrIteration,
 //     AttrWait (its time waiting in gradient sync and pipeline receives, the
-//     union of its wait spans within the step, in ns), and the step span's
+//     union of its wait spans within the step, in ns) and AttrForwards (the
+//     micro-batch forwards it ended in the step), and the step span's
 //     megatron.num_microbatches and dl.pipeline_parallel.rank when it has
 //     them.
 //   - "phase": a span outside every step (the run-long job span, start-up,
@@ -126,12 +127,13 @@ func copyAttr(dst, from pcommon.Map, key string) {
 }
 
 // WriteStep makes dst the summary of a rank's step span, of iteration,
-// which waited wait ns.
-func WriteStep(dst, step ptrace.Span, iteration, wait int64) {
+// which waited wait ns and ended forwards micro-batch forwards.
+func WriteStep(dst, step ptrace.Span, iteration, wait, forwards int64) {
 	envelope(dst, step, KindStep)
 	attrs := dst.Attributes()
 	attrs.PutInt(AttrIteration, iteration)
 	attrs.PutInt(AttrWait, max(wait, 0))
+	attrs.PutInt(AttrForwards, max(forwards, 0))
 	copyAttr(attrs, step.Attributes(), attrkey.MegatronNumMicrobatches)
 	copyAttr(attrs, step.Attributes(), attrkey.PipelineRank)
 }
@@ -139,23 +141,23 @@ func WriteStep(dst, step ptrace.Span, iteration, wait int64) {
 // WritePhase makes dst the envelope of a span outside every step.
 func WritePhase(dst, span ptrace.Span) { envelope(dst, span, KindPhase) }
 
-// Beat is what a progress beat says besides its span: the micro-batch
-// forwards and backwards the rank ended in the iteration after its last
-// step, and its pipeline stage (-1: unknown).
-type Beat struct {
+// Counts are the micro-batch forwards and backwards a rank ended: in a
+// step (a step summary), or in the iteration after its last step (a
+// progress beat).
+type Counts struct {
 	Forwards, Backwards int64
-	Stage               int64
 }
 
 // WriteProgress makes dst a progress beat: latest is the latest span of
-// the next iteration the rank ended.
-func WriteProgress(dst, latest ptrace.Span, b Beat) {
+// the next iteration the rank ended, stage the rank's pipeline stage (-1:
+// unknown).
+func WriteProgress(dst, latest ptrace.Span, c Counts, stage int64) {
 	envelope(dst, latest, KindProgress)
 	attrs := dst.Attributes()
-	attrs.PutInt(AttrForwards, b.Forwards)
-	attrs.PutInt(AttrBackwards, b.Backwards)
-	if b.Stage >= 0 {
-		attrs.PutInt(attrkey.PipelineRank, b.Stage)
+	attrs.PutInt(AttrForwards, c.Forwards)
+	attrs.PutInt(AttrBackwards, c.Backwards)
+	if stage >= 0 {
+		attrs.PutInt(attrkey.PipelineRank, stage)
 	}
 }
 
@@ -164,8 +166,8 @@ type Item struct {
 	Kind Kind
 	// Iteration and Wait, of a step summary.
 	Iteration, Wait int64
-	// Beat, of a progress beat.
-	Beat Beat
+	// Counts, of a step summary (its forwards) and a progress beat.
+	Counts Counts
 }
 
 // Read reads a summary span of this version; false when its kind is not
@@ -187,8 +189,9 @@ func Read(s ptrace.Span) (Item, bool) {
 		if w, ok := attrs.Get(AttrWait); ok && w.Type() == pcommon.ValueTypeInt {
 			it.Wait = max(w.Int(), 0)
 		}
+		it.Counts.Forwards = intAttr(attrs, AttrForwards)
 	case KindProgress:
-		it.Beat = Beat{Forwards: intAttr(attrs, AttrForwards), Backwards: intAttr(attrs, AttrBackwards), Stage: -1}
+		it.Counts = Counts{Forwards: intAttr(attrs, AttrForwards), Backwards: intAttr(attrs, AttrBackwards)}
 	case KindPhase:
 	default:
 		return Item{}, false

@@ -39,7 +39,7 @@ func TestWriteAndRead(t *testing.T) {
 
 	from := stepSpan()
 	step := spans.AppendEmpty()
-	WriteStep(step, from, 7, 15_000)
+	WriteStep(step, from, 7, 15_000, 4)
 	assert.Equal(t, from.Name(), step.Name())
 	assert.Equal(t, from.TraceID(), step.TraceID())
 	assert.Equal(t, from.SpanID(), step.SpanID())
@@ -47,12 +47,12 @@ func TestWriteAndRead(t *testing.T) {
 	assert.Equal(t, from.StartTimestamp(), step.StartTimestamp())
 	assert.Equal(t, from.EndTimestamp(), step.EndTimestamp())
 	assert.Equal(t, map[string]any{
-		AttrKind: "step", AttrIteration: int64(7), AttrWait: int64(15_000),
+		AttrKind: "step", AttrIteration: int64(7), AttrWait: int64(15_000), AttrForwards: int64(4),
 		attrkey.MegatronNumMicrobatches: int64(4), attrkey.PipelineRank: int64(1),
 	}, step.Attributes().AsRaw())
 	item, ok := Read(step)
 	require.True(t, ok)
-	assert.Equal(t, Item{Kind: KindStep, Iteration: 7, Wait: 15_000}, item)
+	assert.Equal(t, Item{Kind: KindStep, Iteration: 7, Wait: 15_000, Counts: Counts{Forwards: 4}}, item)
 
 	phase := spans.AppendEmpty()
 	WritePhase(phase, from)
@@ -62,10 +62,10 @@ func TestWriteAndRead(t *testing.T) {
 	assert.Equal(t, map[string]any{AttrKind: "phase"}, phase.Attributes().AsRaw())
 
 	beat := spans.AppendEmpty()
-	WriteProgress(beat, from, Beat{Forwards: 3, Backwards: 1, Stage: 2})
+	WriteProgress(beat, from, Counts{Forwards: 3, Backwards: 1}, 2)
 	item, ok = Read(beat)
 	require.True(t, ok)
-	assert.Equal(t, Item{Kind: KindProgress, Beat: Beat{Forwards: 3, Backwards: 1, Stage: -1}}, item)
+	assert.Equal(t, Item{Kind: KindProgress, Counts: Counts{Forwards: 3, Backwards: 1}}, item)
 	stage, _ := beat.Attributes().Get(attrkey.PipelineRank)
 	assert.Equal(t, int64(2), stage.Int(), "the stage travels as the span attribute the stall detector reads")
 }

@@ -38,7 +38,7 @@ func gatewayBatch() ptrace.Traces {
 	rs := td.ResourceSpans().AppendEmpty()
 	src.ResourceSpans().At(0).Resource().CopyTo(rs.Resource())
 	summaries := stepsummary.NewScope(rs)
-	stepsummary.WriteStep(summaries.AppendEmpty(), from.At(stepAt), 1, 15_000_000)
+	stepsummary.WriteStep(summaries.AppendEmpty(), from.At(stepAt), 1, 15_000_000, 0)
 	stepsummary.WritePhase(summaries.AppendEmpty(), from.At(0))
 	return td
 }

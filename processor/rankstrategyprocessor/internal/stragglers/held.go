@@ -32,6 +32,8 @@ type heldStep struct {
 type rankHeld struct {
 	held []steps.Held
 	step steps.Held
+	// forwards are the micro-batch forwards of the step (summarize).
+	forwards int64
 }
 
 func newHeldSteps() heldSteps {
@@ -93,6 +95,9 @@ func (b *Buffer) place(rank steps.Rank, s steps.Held, at steps.Placement[decisio
 		}
 		if at.Kind == steps.KindStep {
 			rh.step = s
+			if b.sum != nil {
+				rh.forwards = b.sum.stepForwards()
+			}
 		}
 		if at.Decided != nil { // a step reopened by a late rank
 			b.t.LateSpans++

@@ -14,8 +14,8 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 )
 
 // summarizer writes, on an agent, the step summaries of the ranks the
@@ -51,6 +51,8 @@ type summaryRank struct {
 	latestEnd int64
 	moved     bool
 	stage     int64
+	// stepForwards are the micro-batch forwards of its latest step.
+	stepForwards int64
 }
 
 func newSummarizer(out *steps.Output, interval time.Duration) *summarizer {
@@ -80,7 +82,7 @@ func (m *summarizer) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSp
 	start, end := steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp())
 	if step.Is {
 		if end >= sr.stepEnd {
-			sr.stepEnd, sr.lastStep = end, r.At
+			sr.stepEnd, sr.lastStep, sr.stepForwards = end, r.At, sr.progress.Forwards
 			sr.progress, sr.latestEnd, sr.moved = stall.Progress{}, 0, false
 		}
 		m.readStage(sr, s)
@@ -115,9 +117,18 @@ func (*summarizer) readStage(sr *summaryRank, s ptrace.Span) {
 	}
 }
 
+// stepForwards are the micro-batch forwards of the latest step span of the
+// resource walked, for its step summary.
+func (m *summarizer) stepForwards() int64 {
+	if m.cur == nil {
+		return 0
+	}
+	return m.cur.stepForwards
+}
+
 // step writes the summary of a dropped rank's step: its step span (held),
-// the time it waited.
-func (m *summarizer) step(rank steps.Rank, step ptrace.Span, iteration int64, rs *steps.RankStep) {
+// the time it waited, the micro-batch forwards it ended.
+func (m *summarizer) step(rank steps.Rank, step ptrace.Span, iteration, forwards int64, rs *steps.RankStep) {
 	sr, ok := m.ranks.Get(rank)
 	if !ok {
 		return
@@ -126,7 +137,7 @@ func (m *summarizer) step(rank steps.Rank, step ptrace.Span, iteration int64, rs
 	if rs.Score.Busy > 0 {
 		wait = rs.End - rs.Start - rs.Score.Busy
 	}
-	stepsummary.WriteStep(m.out.Summary(rank, sr.res), step, iteration, wait)
+	stepsummary.WriteStep(m.out.Summary(rank, sr.res), step, iteration, wait, forwards)
 	m.written++
 }
 
@@ -147,8 +158,8 @@ func (m *summarizer) beats(now time.Time) {
 		if !sr.moved || now.Sub(sr.lastStep) < m.interval || now.Sub(sr.lastBeat) < m.interval {
 			return
 		}
-		beat := stepsummary.Beat{Forwards: sr.progress.Forwards, Backwards: sr.progress.Backwards, Stage: sr.stage}
-		stepsummary.WriteProgress(m.out.Summary(rank, sr.res), sr.latest, beat)
+		counts := stepsummary.Counts{Forwards: sr.progress.Forwards, Backwards: sr.progress.Backwards}
+		stepsummary.WriteProgress(m.out.Summary(rank, sr.res), sr.latest, counts, sr.stage)
 		sr.moved, sr.lastBeat = false, now
 		m.written++
 	})

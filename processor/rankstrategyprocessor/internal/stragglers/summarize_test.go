@@ -20,8 +20,8 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
