@@ -99,12 +99,9 @@ func TestGoodputMatchesTheEmulatorsAccount(t *testing.T) {
 // goodput record matches the emulator's account as one collector's does,
 // every category within 1% of the wall time, in the four shapes.
 func TestTwoTiersGoodputMatchesTheEmulatorsAccount(t *testing.T) {
-	adjust := func(env map[string]string) {
-		delete(env, "NEMO_RANK_STRATEGY")
-		env["NEMO_STALL_AFTER"] = stallAfter.String()
-		env["NEMO_STRAGGLER_WAIT"] = "2s"
-		env["NEMO_PROGRESS_INTERVAL"] = "500ms"
-	}
+	adjust := asCommitted(map[string]string{
+		"NEMO_STALL_AFTER": stallAfter.String(), "NEMO_STRAGGLER_WAIT": "2s", "NEMO_PROGRESS_INTERVAL": "500ms",
+	})
 	gws := startGateways(t, 1, adjust)
 	agents := startAgents(t, 2, gws, adjust)
 	defer stopTier(agents, gws)

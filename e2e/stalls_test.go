@@ -27,7 +27,12 @@ const stallAfter = 3 * time.Second
 // half, node-b the second), that hangs at iteration 5 of 8; roles are the
 // ranks' parts in it (the others block in the all-reduce).
 func hungJob(c *testcollector.Collector, run string, world int, roles map[int]lensemu.HangRole, shape func(*lensemu.Rank)) []lensemu.Rank {
-	ranks := jobVia(func(int) *testcollector.Collector { return c }, run, world, 8)
+	return hungJobVia(func(int) *testcollector.Collector { return c }, run, world, roles, shape)
+}
+
+// hungJobVia is hungJob with each rank sending to collectorOf(rank).
+func hungJobVia(collectorOf func(rank int) *testcollector.Collector, run string, world int, roles map[int]lensemu.HangRole, shape func(*lensemu.Rank)) []lensemu.Rank {
+	ranks := jobVia(collectorOf, run, world, 8)
 	for i := range ranks {
 		host := "node-a"
 		if i >= world/2 {

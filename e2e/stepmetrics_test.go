@@ -71,46 +71,77 @@ func checkStepMetricsInFiles(t *testing.T, stepName string, roots bool) {
 	c.Stop()
 
 	got := readTelemetry(t, env["NEMO_TELEMETRY_DIR"])
-	type key struct {
-		name string
-		rank int64
-	}
-	points := map[key][]float64{}
 	var stragglers []int64
-	for _, p := range got.StepPoints {
+	points := stepGaugePoints(t, got, func(p record) {
 		if run, _ := p.resource()["nemo.run.id"].(string); run != stepsRunID {
 			t.Errorf("%s point with resource run %q, want %s (the run's own metrics.jsonl)", p.str("name"), run, stepsRunID)
-		}
-		if !strings.HasPrefix(p.str("name"), "nemo.step.") {
-			continue // the stall and goodput metrics: e2e/goodput_test.go, stalls_test.go
-		}
-		attrs := p.attributes()
-		if _, ok := p["value"].(json.Number); !ok {
-			t.Fatalf("step point without a number value: %v", p)
 		}
 		if p.str("name") == "nemo.step.stragglers" {
 			n, _ := p["value"].(json.Number).Int64()
 			stragglers = append(stragglers, n)
+			return
+		}
+		for _, forbidden := range []string{"process.pid", "service.instance.id", "megatron.iteration"} {
+			if _, ok := p.attributes()[forbidden]; ok {
+				t.Fatalf("%s point carries %s: one series per process or step", p.str("name"), forbidden)
+			}
+		}
+	})
+	checkSlowStepGauges(t, points)
+	if len(stragglers) == 0 || stragglers[len(stragglers)-1] != 1 {
+		t.Errorf("nemo.step.stragglers of the run: %v, want ending at 1", stragglers)
+	}
+	// The traces are what single_rank keeps: rank 15, plus rank 5's slow step.
+	if spans := got.ByRank[slowRank].Spans; spans != int64(lensemu.SpansPerStep(2)) {
+		t.Errorf("rank %d: %d spans kept, want its slow step's %d", slowRank, spans, lensemu.SpansPerStep(2))
+	}
+}
+
+// gaugeKey is a step gauge of one rank.
+type gaugeKey struct {
+	name string
+	rank int64
+}
+
+// stepGaugePoints are the values of the step gauges (stepGauges) in got,
+// by gauge and rank, in the order they were written; every nemo.step.*
+// point (the gauges and nemo.step.stragglers) is shown to check first.
+func stepGaugePoints(t *testing.T, got telemetry, check func(p record)) map[gaugeKey][]float64 {
+	t.Helper()
+	points := map[gaugeKey][]float64{}
+	for _, p := range got.StepPoints {
+		if !strings.HasPrefix(p.str("name"), "nemo.step.") {
+			continue // the stall and goodput metrics: e2e/goodput_test.go, stalls_test.go
+		}
+		if _, ok := p["value"].(json.Number); !ok {
+			t.Fatalf("step point without a number value: %v", p)
+		}
+		check(p)
+		if !slices.Contains(stepGauges, p.str("name")) {
 			continue
 		}
-		rn, ok := attrs["nv.dl.rank"].(json.Number)
+		rn, ok := p.attributes()["nv.dl.rank"].(json.Number)
 		if !ok {
 			t.Fatalf("%s point without nv.dl.rank: %v", p.str("name"), p)
 		}
 		r, _ := rn.Int64()
 		v, _ := p["value"].(json.Number).Float64()
-		points[key{p.str("name"), r}] = append(points[key{p.str("name"), r}], v)
-		for _, forbidden := range []string{"process.pid", "service.instance.id", "megatron.iteration"} {
-			if _, ok := attrs[forbidden]; ok {
-				t.Fatalf("%s point carries %s: one series per process or step", p.str("name"), forbidden)
-			}
-		}
+		points[gaugeKey{p.str("name"), r}] = append(points[gaugeKey{p.str("name"), r}], v)
 	}
+	return points
+}
+
+// checkSlowStepGauges checks slowJob's step gauges: a point per rank, step
+// and gauge; on the slow (last) step the busy time one collector measures
+// (compute + optimizer; three times the compute for the slow rank), and
+// the slow rank alone below the relative threshold.
+func checkSlowStepGauges(t *testing.T, points map[gaugeKey][]float64) {
+	t.Helper()
 	busy := (lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
 	slowBusy := (stepSlowdown*lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
 	for _, name := range stepGauges {
 		for r := range int64(stepRanks) {
-			vs := points[key{name, r}]
+			vs := points[gaugeKey{name, r}]
 			if len(vs) != stepCount {
 				t.Errorf("%s: rank %d has %d points, want one per step (%d)", name, r, len(vs), stepCount)
 				continue
@@ -132,13 +163,6 @@ func checkStepMetricsInFiles(t *testing.T, stepName string, roots bool) {
 				}
 			}
 		}
-	}
-	if len(stragglers) == 0 || stragglers[len(stragglers)-1] != 1 {
-		t.Errorf("nemo.step.stragglers of the run: %v, want ending at 1", stragglers)
-	}
-	// The traces are what single_rank keeps: rank 15, plus rank 5's slow step.
-	if spans := got.ByRank[slowRank].Spans; spans != int64(lensemu.SpansPerStep(2)) {
-		t.Errorf("rank %d: %d spans kept, want its slow step's %d", slowRank, spans, lensemu.SpansPerStep(2))
 	}
 }
 

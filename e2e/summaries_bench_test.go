@@ -83,12 +83,7 @@ const idleWindow = 5 * time.Second
 
 func runSummaryScenario(b *testing.B, loadgen string, env map[string]string, microbatches, rate int) summaryResult {
 	b.Helper()
-	adjust := func(e map[string]string) {
-		delete(e, "NEMO_RANK_STRATEGY")
-		for k, v := range env {
-			e[k] = v
-		}
-	}
+	adjust := asCommitted(env)
 	gws := startGateways(b, 1, adjust)
 	agents := startAgents(b, 2, gws, adjust)
 	gw := gws[0].Collector

@@ -4,16 +4,13 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-
-	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
@@ -23,17 +20,21 @@ import (
 // the export rank's spans and summaries of the others, and still judges
 // every rank of the run.
 
+// asCommitted adjusts tierEnv's values to the presets as committed (the
+// strategy, straggler retention and summaries at their defaults), with env
+// added.
+func asCommitted(env map[string]string) func(map[string]string) {
+	return func(e map[string]string) {
+		delete(e, "NEMO_RANK_STRATEGY")
+		maps.Copy(e, env)
+	}
+}
+
 // summaryTier starts two gateways and two agents with the presets as
-// committed (the strategy, straggler retention and summaries at their
-// defaults), with env added to every one of them.
+// committed, with env added to every one of them.
 func summaryTier(t *testing.T, env map[string]string) ([]*testcollector.Collector, []*gateway) {
 	t.Helper()
-	adjust := func(e map[string]string) {
-		delete(e, "NEMO_RANK_STRATEGY")
-		for k, v := range env {
-			e[k] = v
-		}
-	}
+	adjust := asCommitted(env)
 	gws := startGateways(t, 2, adjust)
 	return startAgents(t, 2, gws, adjust), gws
 }
@@ -79,7 +80,7 @@ func TestTwoTiersSeeEveryRank(t *testing.T) {
 			stopTier(agents, gws)
 
 			got := theGateway(t, readGateways(t, gws), run)
-			checkEveryRankMeasured(t, got)
+			checkSlowStepGauges(t, stepGaugePoints(t, got, func(record) {}))
 			if got.ByRank[stepRanks-1] != sent[stepRanks-1] {
 				t.Errorf("export rank: acknowledged %s, found %s", describe(sent[stepRanks-1]), describe(got.ByRank[stepRanks-1]))
 			}
@@ -100,57 +101,6 @@ func TestTwoTiersSeeEveryRank(t *testing.T) {
 	}
 }
 
-// checkEveryRankMeasured checks the run's step gauges: a point per rank,
-// step and gauge; the busy time one collector measures (compute +
-// optimizer; three times the compute for the slow rank on the slow step);
-// rank 5 alone below the relative threshold on the slow step.
-func checkEveryRankMeasured(t *testing.T, got telemetry) {
-	t.Helper()
-	type key struct {
-		name string
-		rank int64
-	}
-	points := map[key][]float64{}
-	for _, p := range got.StepPoints {
-		if !slices.Contains(stepGauges, p.str("name")) {
-			continue
-		}
-		rn, ok := p.attributes()["nv.dl.rank"].(json.Number)
-		if !ok {
-			t.Fatalf("%s point without nv.dl.rank: %v", p.str("name"), p)
-		}
-		r, _ := rn.Int64()
-		v, _ := p["value"].(json.Number).Float64()
-		points[key{p.str("name"), r}] = append(points[key{p.str("name"), r}], v)
-	}
-	busy := (lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
-	slowBusy := (stepSlowdown*lensemu.DefaultComputeDuration + lensemu.OptimizerTime).Seconds()
-	for _, name := range stepGauges {
-		for r := range int64(stepRanks) {
-			vs := points[key{name, r}]
-			if len(vs) != stepCount {
-				t.Errorf("%s: rank %d has %d points, want one per step (%d)", name, r, len(vs), stepCount)
-				continue
-			}
-			last := vs[stepCount-1]
-			switch name {
-			case "nemo.step.busy_time":
-				want := busy
-				if r == slowRank {
-					want = slowBusy
-				}
-				if diff := last - want; diff > 0.002 || diff < -0.002 {
-					t.Errorf("rank %d busy time on the slow step %.4fs, want %.4fs", r, last, want)
-				}
-			case "nemo.step.relative_score":
-				if slow := r == slowRank; slow != (last < 0.7) {
-					t.Errorf("rank %d relative score on the slow step %.3f (slow rank: %v; threshold 0.7)", r, last, slow)
-				}
-			}
-		}
-	}
-}
-
 // TestTwoTiersNameTheHungRank: a job of 8 ranks on two nodes (node-a ranks
 // 0-3 behind agent 0, node-b ranks 4-7 behind agent 1) hangs at iteration
 // 5 because rank 6 stops in its forward; the others block in grad sync.
@@ -164,23 +114,7 @@ func TestTwoTiersNameTheHungRank(t *testing.T) {
 				"NEMO_STALL_AFTER": stallAfter.String(), "NEMO_STRAGGLER_WAIT": "2s", "NEMO_PROGRESS_INTERVAL": "500ms",
 			})
 			run := runName("run-tier-hang", name)
-			const world = 8
-			ranks := jobVia(func(rank int) *testcollector.Collector { return agents[rank/4] }, run, world, 8)
-			for i := range ranks {
-				host := "node-a"
-				if i >= world/2 {
-					host = "node-b"
-				}
-				ranks[i].Resource = append(ranks[i].Resource, attribute.String(attrkey.HostName, host))
-				ranks[i].HangAt = 5
-				if i == 6 {
-					ranks[i].HangRole = lensemu.Stopped
-				}
-				if shape != nil {
-					shape(&ranks[i])
-				}
-			}
-			runJob(t, ranks)
+			runJob(t, hungJobVia(func(rank int) *testcollector.Collector { return agents[rank/4] }, run, 8, map[int]lensemu.HangRole{6: lensemu.Stopped}, shape))
 			var rec record
 			waitFor(t, deliveryTimeout+10*time.Second, "a stall record on a gateway", func() bool {
 				for _, g := range gws {

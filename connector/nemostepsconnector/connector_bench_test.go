@@ -55,6 +55,21 @@ func nextIteration(td ptrace.Traces, iteration int64) {
 	}
 }
 
+// startBenchConnector starts a connector of cfg on clk whose points go
+// nowhere.
+func startBenchConnector(b *testing.B, tel *componenttest.Telemetry, cfg *Config, clk *clocktest.Fake) *stepsConnector {
+	b.Helper()
+	c, err := newConnector(metadatatest.NewSettings(tel), cfg, clk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.next = consumertest.NewNop()
+	if err := c.Start(b.Context(), componenttest.NewNopHost()); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
 // BenchmarkConsumeTraces reports the cost per span of a realistic batch:
 // record only ConsumeTraces (the caller's latency), with_decide adds the
 // tick that decides the step and builds its 5,001 data points;
@@ -83,15 +98,8 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			if bc.goodputOff {
 				cfg.Goodput = configoptional.None[GoodputConfig]()
 			}
-			c, err := newConnector(metadatatest.NewSettings(tel), cfg, clk)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c.next = consumertest.NewNop()
+			c := startBenchConnector(b, tel, cfg, clk)
 			ctx := b.Context()
-			if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
-				b.Fatal(err)
-			}
 			td := benchBatch()
 			spans := td.SpanCount()
 			b.ReportAllocs()

@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadatatest"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
@@ -75,15 +73,8 @@ func BenchmarkGatewaySummaries(b *testing.B) {
 			runtime.GC()
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
-			c, err := newConnector(metadatatest.NewSettings(tel), cfg, clk)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c.next = consumertest.NewNop()
+			c := startBenchConnector(b, tel, cfg, clk)
 			ctx := b.Context()
-			if err := c.Start(ctx, componenttest.NewNopHost()); err != nil {
-				b.Fatal(err)
-			}
 			var decide time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()

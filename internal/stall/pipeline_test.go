@@ -92,20 +92,26 @@ func (j *pipelineJob) feed(iteration int64, td ptrace.Traces) {
 						tr.SetStage(v.Int())
 					}
 				}
-				span := Span{Name: s.Name(), Start: int64(s.StartTimestamp()), End: int64(s.EndTimestamp())}
-				if v, ok := s.Attributes().Get(attrkey.MegatronIteration); ok {
-					span.Step, span.Iteration = true, v.Int()
-					if m, ok := s.Attributes().Get(attrkey.MegatronNumMicrobatches); ok {
-						span.MicroBatches = int(m.Int())
-					}
-					if j.microbatches > 0 {
-						span.MicroBatches = j.microbatches
-					}
-				}
-				tr.Span(span)
+				tr.Span(j.spanOf(s))
 			}
 		}
 	}
+}
+
+// spanOf is what the detector reads of a span: a step span by its
+// iteration, with its micro-batches (or the job's, when set).
+func (j *pipelineJob) spanOf(s ptrace.Span) Span {
+	span := Span{Name: s.Name(), Start: int64(s.StartTimestamp()), End: int64(s.EndTimestamp())}
+	if v, ok := s.Attributes().Get(attrkey.MegatronIteration); ok {
+		span.Step, span.Iteration = true, v.Int()
+		if m, ok := s.Attributes().Get(attrkey.MegatronNumMicrobatches); ok {
+			span.MicroBatches = int(m.Int())
+		}
+		if j.microbatches > 0 {
+			span.MicroBatches = j.microbatches
+		}
+	}
+	return span
 }
 
 // feedSummarized feeds a rank's resource as its agent's summaries reach
@@ -126,15 +132,8 @@ func (j *pipelineJob) feedSummarized(tr Tracker, rs ptrace.ResourceSpans) {
 					tr.SetStage(v.Int())
 				}
 			}
-			span := Span{Name: s.Name(), Start: int64(s.StartTimestamp()), End: int64(s.EndTimestamp())}
-			if v, ok := s.Attributes().Get(attrkey.MegatronIteration); ok {
-				span.Step, span.Iteration = true, v.Int()
-				if m, ok := s.Attributes().Get(attrkey.MegatronNumMicrobatches); ok {
-					span.MicroBatches = int(m.Int())
-				}
-				if j.microbatches > 0 {
-					span.MicroBatches = j.microbatches
-				}
+			span := j.spanOf(s)
+			if span.Step {
 				span.Forwards = progress.Forwards
 				tr.Span(span)
 				progress, latest, stepEnd, moved = Progress{}, Span{}, span.End, false

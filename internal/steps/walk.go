@@ -173,7 +173,7 @@ func (b *Batch[P, D]) addStep(s ptrace.Span, iteration int64) bool {
 	}
 	world := b.res.WorldSize
 	if b.e.cfg.LocalWorld {
-		world = b.e.groupRanks[b.res.Rank.Group]
+		world = b.e.groupRanks[b.res.Group]
 	}
 	return b.e.report(b.res.StepOf(iteration), b.res.Rank.Rank, world, s, iv, b.arrival)
 }

@@ -108,14 +108,20 @@ func NewScope(rs ptrace.ResourceSpans) ptrace.SpanSlice {
 	return ss.Spans()
 }
 
-// envelope copies what every summary keeps of the span it stands for.
-func envelope(dst, from ptrace.Span, kind Kind) {
+// CopyEnvelope copies what every summary keeps of the span it stands for:
+// its name, ids, parent id and times.
+func CopyEnvelope(dst, from ptrace.Span) {
 	dst.SetName(from.Name())
 	dst.SetTraceID(from.TraceID())
 	dst.SetSpanID(from.SpanID())
 	dst.SetParentSpanID(from.ParentSpanID())
 	dst.SetStartTimestamp(from.StartTimestamp())
 	dst.SetEndTimestamp(from.EndTimestamp())
+}
+
+// envelope makes dst the summary of kind of from, its envelope copied.
+func envelope(dst, from ptrace.Span, kind Kind) {
+	CopyEnvelope(dst, from)
 	dst.Attributes().PutStr(AttrKind, kind.String())
 }
 

@@ -93,13 +93,7 @@ func (m *summarizer) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSp
 	}
 	m.readStage(sr, s)
 	if sr.progress.Add(s.Name(), end, sr.latestEnd) {
-		latest := sr.latest
-		latest.SetName(s.Name())
-		latest.SetTraceID(s.TraceID())
-		latest.SetSpanID(s.SpanID())
-		latest.SetParentSpanID(s.ParentSpanID())
-		latest.SetStartTimestamp(s.StartTimestamp())
-		latest.SetEndTimestamp(s.EndTimestamp())
+		stepsummary.CopyEnvelope(sr.latest, s)
 		sr.latestEnd = end
 	}
 	sr.moved = true

@@ -97,18 +97,7 @@ func TestSummariesJudgeLikeSpans(t *testing.T) {
 			one, oneVerdicts := judge(t, oneClk)
 			gw, gwVerdicts := judge(t, gwClk)
 			sink := new(consumertest.TracesSink)
-			var agents [2]*Buffer
-			for i := range agents {
-				b, err := New(&Config{
-					Settings: steps.DefaultSettings(), Waits: steps.DefaultWaits(),
-					MaxRanksPerStep: 4, MaxBufferedSpans: 1 << 20, DecisionCacheSize: 1000,
-					Exceptional: func(ptrace.Span) bool { return false },
-					Summarize:   true, ProgressInterval: time.Second,
-				}, agentClk, zap.NewNop(), sink, func(context.Context, *Tally) {})
-				require.NoError(t, err)
-				b.Start()
-				agents[i] = b
-			}
+			agents := [2]*Buffer{newBuffer(t, agentClk, sink, true), newBuffer(t, agentClk, sink, true)}
 
 			spans, forwarded := 0, 0
 			for it := range int64(iterations) {
@@ -184,14 +173,7 @@ func TestAgentKeepsTheStragglersStep(t *testing.T) {
 	}.Memoized()
 	clk := clocktest.NewFake()
 	sink := new(consumertest.TracesSink)
-	b, err := New(&Config{
-		Settings: steps.DefaultSettings(), Waits: steps.DefaultWaits(),
-		MaxRanksPerStep: 4, MaxBufferedSpans: 1 << 20, DecisionCacheSize: 1000,
-		Exceptional: func(ptrace.Span) bool { return false },
-		Summarize:   true, ProgressInterval: time.Second,
-	}, clk, zap.NewNop(), sink, func(context.Context, *Tally) {})
-	require.NoError(t, err)
-	b.Start()
+	b := newBuffer(t, clk, sink, true)
 	for it := range int64(slowIteration + 2) {
 		td := run.Iteration(it)
 		require.True(t, b.Consume(t.Context(), func(h *Batch) {
@@ -393,11 +375,14 @@ func TestAgentsKeepOneCollectorsStragglers(t *testing.T) {
 		got, ok := gwVerdicts.scores[key]
 		if ok && got.Busy == want.Busy && math.Abs(got.Relative-want.Relative) <= 0.01 && math.Abs(got.Individual-want.Individual) <= 0.01 {
 			same++
-		} else if shown++; shown <= 8 {
+			continue
+		}
+		shown++
+		if shown <= 8 {
 			t.Logf("iteration %d rank %d: one collector %+v, gateway %+v", key[0], key[1], want, got)
 		}
 	}
-	assert.Equal(t, world*iterations, len(oneVerdicts.scores))
+	assert.Len(t, oneVerdicts.scores, world*iterations)
 	assert.Equal(t, len(oneVerdicts.scores), same, "rank-steps scored alike on the gateway and on one collector")
 
 	want, got := keptSteps(oneSink, iterationOf), keptSteps(agentKept, iterationOf)
