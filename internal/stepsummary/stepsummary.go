@@ -8,9 +8,10 @@
 // read by the step engine on the gateways (internal/steps); components
 // never import each other.
 //
-// Summaries travel as OTLP spans, under the rank's own resource (so that
-// they are routed by nemo.run.id like the rest of the run), in a scope of
-// their own: name ScopeName, version Version. Each summary span keeps the
+// Summaries travel as OTLP spans, under the rank's identity (IdentityKeys
+// and the keys that name its rank and run, copied from its resource, so
+// that they are routed by nemo.run.id like the rest of the run), in a scope
+// of their own: name ScopeName, version Version. Each summary span keeps the
 // name, trace and span ids, parent id and times of the span it stands
 // for, and says what it is in AttrKind:
 //
@@ -57,6 +58,47 @@ const (
 	AttrForwards  = "nemo.summary.forwards"
 	AttrBackwards = "nemo.summary.backwards"
 )
+
+// IdentityKeys are the attributes of a rank's resource a summary's
+// resource carries besides the keys that name the rank and its run (the
+// writer's rank, world size, local rank and group keys): what a gateway's
+// step metrics, stall detector and goodput read of a rank (service, host,
+// process, pipeline size). The rest of the resource (SLURM, W&B,
+// Kubernetes, ...) stays with the rank's own telemetry.
+var IdentityKeys = []string{
+	attrkey.ServiceName, attrkey.HostName, "service.instance.id", "process.pid", "nv.dl.run.uuid",
+	attrkey.PipelineSize, attrkey.LegacyPipelineSize,
+}
+
+// PutIdentity makes dst hold the attributes of keys that from has, and
+// reports whether it changed (a rank's process restarted, say); it copies
+// nothing when dst holds them already.
+func PutIdentity(dst, from pcommon.Map, keys []string) bool {
+	present := 0
+	same := true
+	for _, k := range keys {
+		v, ok := from.Get(k)
+		if !ok {
+			continue
+		}
+		present++
+		if same {
+			w, ok := dst.Get(k)
+			same = ok && w.Equal(v)
+		}
+	}
+	if same && dst.Len() == present {
+		return false
+	}
+	dst.Clear()
+	dst.EnsureCapacity(present)
+	for _, k := range keys {
+		if v, ok := from.Get(k); ok {
+			v.CopyTo(dst.PutEmpty(k))
+		}
+	}
+	return true
+}
 
 // Kind is what a summary span stands for.
 type Kind uint8

@@ -4,6 +4,7 @@
 package stepsummary
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -86,4 +87,34 @@ func TestReadRefuses(t *testing.T) {
 		_, ok := Read(s)
 		assert.False(t, ok, name)
 	}
+}
+
+// A summary's resource holds the rank's identity only, and is copied again
+// only when the identity changed.
+func TestPutIdentity(t *testing.T) {
+	from := pcommon.NewMap()
+	from.PutStr(attrkey.ServiceName, "nemo")
+	from.PutStr(attrkey.HostName, "node-3")
+	from.PutInt("process.pid", 4242)
+	from.PutInt(attrkey.DLRank, 7)
+	from.PutStr(attrkey.RunID, "run-1")
+	from.PutStr("slurm.job.name", "pretrain")
+	from.PutStr(attrkey.WandbProject, "p")
+	keys := append(slices.Clone(IdentityKeys), attrkey.DLRank, attrkey.RunID)
+
+	dst := pcommon.NewMap()
+	assert.True(t, PutIdentity(dst, from, keys))
+	assert.Equal(t, map[string]any{
+		attrkey.ServiceName: "nemo", attrkey.HostName: "node-3", "process.pid": int64(4242), attrkey.DLRank: int64(7), attrkey.RunID: "run-1",
+	}, dst.AsRaw())
+	assert.False(t, PutIdentity(dst, from, keys), "the same identity again")
+
+	from.PutInt("process.pid", 4343) // the rank restarted
+	assert.True(t, PutIdentity(dst, from, keys))
+	pid, _ := dst.Get("process.pid")
+	assert.Equal(t, int64(4343), pid.Int())
+	from.Remove(attrkey.HostName)
+	assert.True(t, PutIdentity(dst, from, keys))
+	_, ok := dst.Get(attrkey.HostName)
+	assert.False(t, ok)
 }

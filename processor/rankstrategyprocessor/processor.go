@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -81,6 +82,7 @@ func (p *rankStrategyProcessor) enableStragglers(cfg *Config, set processor.Sett
 		Settings: sc.Settings, Waits: sc.Waits,
 		MaxRanksPerStep: sc.MaxRanksPerStep, MaxBufferedSpans: sc.MaxBufferedSpans, DecisionCacheSize: sc.DecisionCacheSize,
 		Exceptional: isExceptional, Summarize: sc.Summarize, ProgressInterval: sc.ProgressInterval,
+		IdentityKeys: slices.Concat(stepsummary.IdentityKeys, cfg.RankKeys, cfg.WorldSizeKeys, cfg.LocalRankKeys, cfg.GroupKeys),
 	}, clk, set.Logger, next, p.recordStragglers)
 	if err != nil {
 		return fmt.Errorf("rank_strategy: %w", err)

@@ -144,7 +144,7 @@ func measureBytesPerHeldSpan(b *testing.B) float64 {
 }
 
 // BenchmarkStragglers runs a 1,000-rank Megatron run through single_rank with
-// stragglers off and on, side by side: one b.N iteration is one step (1,000
+// stragglers off and on, and on with summarize (an agent's), side by side: one b.N iteration is one step (1,000
 // batches of one rank's 20 spans, sent as ranks export them, children first)
 // plus one second of simulated time, so with the default decision_wait of
 // 10s about ten steps are held at any time. The buffer is filled to that
@@ -165,9 +165,15 @@ func BenchmarkStragglers(b *testing.B) {
 	for _, mode := range []struct {
 		name       string
 		stragglers bool
-	}{{"stragglers_off", false}, {"stragglers_on", true}} {
+		edit       func(*StragglersConfig)
+	}{
+		{"stragglers_off", false, nil},
+		{"stragglers_on", true, nil},
+		// An agent's (configs/agent.yaml): summaries of the dropped ranks.
+		{"summarize", true, func(sc *StragglersConfig) { sc.Summarize = true }},
+	} {
 		b.Run(mode.name, func(b *testing.B) {
-			s := newBenchStragglers(b, mode.stragglers, nil)
+			s := newBenchStragglers(b, mode.stragglers, mode.edit)
 			for range 12 {
 				s.step(b)
 			}

@@ -51,6 +51,9 @@ type Config struct {
 	// (see the README). ProgressInterval is the beats' interval.
 	Summarize        bool
 	ProgressInterval time.Duration
+	// IdentityKeys are the resource attributes the summaries carry
+	// (stepsummary.IdentityKeys and the keys that name a rank and its run).
+	IdentityKeys []string
 }
 
 // Tally is what the buffer did, for rank_strategy's telemetry.
@@ -118,7 +121,7 @@ func New(cfg *Config, clk clock.Clock, logger *zap.Logger, next consumer.Traces,
 		out:         steps.NewOutput(next),
 	}
 	if cfg.Summarize {
-		b.sum = newSummarizer(b.out, cfg.ProgressInterval)
+		b.sum = newSummarizer(b.out, cfg.ProgressInterval, cfg.IdentityKeys)
 	}
 	engine, err := steps.New(steps.Config{
 		Spans: cfg.Spans, WaitSpans: cfg.WaitSpans, Waits: cfg.Waits,

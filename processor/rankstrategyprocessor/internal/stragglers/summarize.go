@@ -30,6 +30,8 @@ type summarizer struct {
 	// when its progress moved, at most one per interval.
 	interval time.Duration
 	ranks    *boundedmap.Map[steps.Rank, *summaryRank]
+	// keys are the resource attributes a summary carries.
+	keys []string
 	// The resource walked last (steps.Resource.Seq) and its rank.
 	seq uint64
 	cur *summaryRank
@@ -37,8 +39,8 @@ type summarizer struct {
 	written int64
 }
 
-// summaryRank is what the summarizer keeps of a dropped rank: its resource
-// (the summaries' own) and its progress since its last step.
+// summaryRank is what the summarizer keeps of a dropped rank: its
+// identity (the summaries' resource) and its progress since its last step.
 type summaryRank struct {
 	res      pcommon.Resource
 	stepEnd  int64
@@ -55,12 +57,12 @@ type summaryRank struct {
 	stepForwards int64
 }
 
-func newSummarizer(out *steps.Output, interval time.Duration) *summarizer {
-	return &summarizer{out: out, interval: interval, ranks: boundedmap.New[steps.Rank, *summaryRank](steps.MaxRememberedRanks)}
+func newSummarizer(out *steps.Output, interval time.Duration, keys []string) *summarizer {
+	return &summarizer{out: out, interval: interval, keys: keys, ranks: boundedmap.New[steps.Rank, *summaryRank](steps.MaxRememberedRanks)}
 }
 
-// rank is the state of the resource walked, its resource copied when it
-// changed (a restarted rank is a new process).
+// rank is the state of the resource walked, its identity read again when
+// it changed (a restarted rank is a new process).
 func (m *summarizer) rank(r *steps.Resource) *summaryRank {
 	if m.seq == r.Seq && m.cur != nil {
 		return m.cur
@@ -68,9 +70,7 @@ func (m *summarizer) rank(r *steps.Resource) *summaryRank {
 	sr := m.ranks.GetOrNew(r.Rank, func() *summaryRank {
 		return &summaryRank{res: pcommon.NewResource(), latest: ptrace.NewSpan(), stage: -1, lastStep: r.At}
 	})
-	if !sr.res.Attributes().Equal(r.Attrs) {
-		r.Attrs.CopyTo(sr.res.Attributes())
-	}
+	stepsummary.PutIdentity(sr.res.Attributes(), r.Attrs, m.keys)
 	m.seq, m.cur = r.Seq, sr
 	return sr
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,6 +52,12 @@ func judge(t *testing.T, clk *clocktest.Fake) (*steps.Engine[struct{}, struct{}]
 	e.Start(time.Second)
 	return e, v
 }
+
+// identityKeys are what the agents' summaries carry of a rank's resource.
+var identityKeys = func() []string {
+	k := steps.DefaultKeys()
+	return slices.Concat(stepsummary.IdentityKeys, k.RankKeys, k.WorldSizeKeys, k.LocalRankKeys, k.GroupKeys)
+}()
 
 var testReader = func() *steps.Reader {
 	k := steps.DefaultKeys()
@@ -257,7 +264,7 @@ func newBuffer(t *testing.T, clk *clocktest.Fake, sink *consumertest.TracesSink,
 		Settings: steps.DefaultSettings(), Waits: steps.DefaultWaits(),
 		MaxRanksPerStep: 1 << 20, MaxBufferedSpans: 1 << 22, DecisionCacheSize: 1000,
 		Exceptional: func(ptrace.Span) bool { return false },
-		Summarize:   summarize, ProgressInterval: time.Second,
+		Summarize:   summarize, ProgressInterval: time.Second, IdentityKeys: identityKeys,
 	}, clk, zap.NewNop(), sink, func(context.Context, *Tally) {})
 	require.NoError(t, err)
 	b.Start()
