@@ -4,8 +4,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -57,8 +59,8 @@ func theGateway(t *testing.T, outputs []telemetry, run string) telemetry {
 // the 14 dropped ranks that are not the straggler), rank 5 alone scored
 // below the threshold on the slow step, and rank 5's slow step kept whole
 // as a straggler although its agent's strategy drops it; nothing else of
-// the dropped ranks, and no summary, in the traces written. All four
-// shapes.
+// the dropped ranks, and no summary, in the traces written; its run page
+// counts 16 ranks. All four shapes.
 func TestTwoTiersSeeEveryRank(t *testing.T) {
 	for name, shape := range stallShapes {
 		t.Run(name, func(t *testing.T) {
@@ -77,6 +79,9 @@ func TestTwoTiersSeeEveryRank(t *testing.T) {
 				return lensemu.DefaultComputeDuration
 			}
 			sent := runJobByRank(t, ranks)
+			waitFor(t, deliveryTimeout, "the run page of "+run+" counting all 16 ranks", func() bool {
+				return pageRanks(t, gws, run) == stepRanks
+			})
 			stopTier(agents, gws)
 
 			got := theGateway(t, readGateways(t, gws), run)
@@ -99,6 +104,33 @@ func TestTwoTiersSeeEveryRank(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pageRanks is the rank count of run on the run pages (nemo_view's
+// /api/runs) of the gateway that holds it; 0 before any has it.
+func pageRanks(t *testing.T, gws []*gateway, run string) int {
+	t.Helper()
+	for _, g := range gws {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/runs", g.ViewPort))
+		if err != nil {
+			t.Fatalf("run pages: %v", err)
+		}
+		var runs []struct {
+			ID    string `json:"id"`
+			Ranks int    `json:"ranks"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&runs)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("run pages: %v", err)
+		}
+		for _, r := range runs {
+			if r.ID == run {
+				return r.Ranks
+			}
+		}
+	}
+	return 0
 }
 
 // TestTwoTiersNameTheHungRank: a job of 8 ranks on two nodes (node-a ranks
