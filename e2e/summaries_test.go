@@ -173,3 +173,75 @@ func TestTwoTiersNameTheHungRank(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoTiersAgentRestartedMidRun: a 16-rank run on two nodes trains 4
+// iterations; then node 0's agent is killed (SIGKILL) and started again, and
+// the run trains 4 more. The gateway's step metrics have every rank's
+// every iteration: what the killed agent had summarized and the gateway
+// answered was kept, and the new agent summarizes its node's ranks from
+// its first step on. (What an agent holds of the step it has not decided
+// when it is killed is lost: docs/operating.md.) All four shapes.
+func TestTwoTiersAgentRestartedMidRun(t *testing.T) {
+	for name, shape := range stallShapes {
+		t.Run(name, func(t *testing.T) { checkAgentRestartedMidRun(t, runName("run-tier-restart", name), shape) })
+	}
+}
+
+func checkAgentRestartedMidRun(t *testing.T, run string, shape func(*lensemu.Rank)) {
+	const world, steps = 16, 4
+	agents, gws := summaryTier(t, map[string]string{"NEMO_STRAGGLER_WAIT": "2s"})
+	job := func(iterations int) []lensemu.Rank {
+		ranks := nodeJob(agents, run, world, iterations)
+		for i := range ranks {
+			if shape != nil {
+				shape(&ranks[i])
+			}
+		}
+		return ranks
+	}
+	runJob(t, job(steps))
+	waitFor(t, deliveryTimeout, "the gateway's step metrics of every rank and iteration so far", func() bool {
+		points := busyPoints(t, gws, run)
+		for rank := range int64(world) {
+			if points[rank] != steps {
+				return false
+			}
+		}
+		return true
+	})
+	killed := agents[0]
+	killed.Kill()
+	agents[0] = testcollector.Start(t, testcollector.Config(t, "agent.yaml"), testcollector.Options{Env: killed.Env})
+	// Iterations steps+1 to 2*steps, after the first ones.
+	again := job(2 * steps)
+	start := time.Now()
+	for i := range again {
+		again[i].FirstIteration, again[i].Start = steps+1, start
+	}
+	runJob(t, again)
+	stopTier(agents, gws)
+
+	busy := busyPoints(t, gws, run)
+	for rank := range int64(world) {
+		if busy[rank] != 2*steps {
+			t.Errorf("rank %d: %d busy time points, want one per iteration (%d)", rank, busy[rank], 2*steps)
+		}
+	}
+}
+
+// busyPoints counts the nemo.step.busy_time points of run on the gateways,
+// by rank.
+func busyPoints(t *testing.T, gws []*gateway, run string) map[int64]int {
+	t.Helper()
+	busy := map[int64]int{}
+	for _, g := range gws {
+		for _, p := range readTelemetry(t, g.dir()).StepPoints {
+			if p.str("name") != "nemo.step.busy_time" || p.resource()["nemo.run.id"] != run {
+				continue
+			}
+			n, _ := p.attributes()["nv.dl.rank"].(json.Number).Int64()
+			busy[n]++
+		}
+	}
+	return busy
+}
