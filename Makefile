@@ -105,7 +105,8 @@ FUZZ_TARGETS := \
 	./exporter/jsonlfileexporter:FuzzPathTemplateValue \
 	./exporter/weaveexporter:FuzzRenameConflicts \
 	./exporter/weaveexporter:FuzzRequestEncoding \
-	./internal/rankattr:FuzzParseString
+	./internal/rankattr:FuzzParseString \
+	./internal/steps:FuzzSummaries
 # A count (Nx), not a duration: with a duration, Go's fuzz coordinator can
 # fail a target with a bare "context deadline exceeded" when the deadline
 # races a busy worker (golang/go#75804, seen here under load); a count has
