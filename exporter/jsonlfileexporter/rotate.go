@@ -34,7 +34,7 @@ func (w *fileWriter) rotate(of *outFile) error {
 	if err := w.open(of); err != nil {
 		return err
 	}
-	w.prune(of.path)
+	w.prune(of.path, of.tel)
 	return nil
 }
 
@@ -99,8 +99,9 @@ func cutBackupTime(name string, loc *time.Location) (prefix string, t time.Time,
 }
 
 // prune removes rotated files of path beyond rotation::max_backups or older
-// than rotation::max_days.
-func (w *fileWriter) prune(path string) {
+// than rotation::max_days. Their records were acknowledged when written:
+// each removal is logged at WARN and counted (tel: the signal that rotated).
+func (w *fileWriter) prune(path string, tel *telemetry) {
 	if w.set.maxBackups == 0 && w.set.maxDays == 0 {
 		return
 	}
@@ -114,6 +115,7 @@ func (w *fileWriter) prune(path string) {
 	type backup struct {
 		name string
 		t    time.Time
+		size int64
 	}
 	loc := time.UTC
 	if w.set.localTime {
@@ -129,7 +131,11 @@ func (w *fileWriter) prune(path string) {
 		if !ok || of != base {
 			continue
 		}
-		backups = append(backups, backup{name: name, t: t})
+		var size int64
+		if info, err := e.Info(); err == nil {
+			size = info.Size()
+		}
+		backups = append(backups, backup{name: name, t: t, size: size})
 	}
 	sort.Slice(backups, func(i, j int) bool { return backups[i].t.After(backups[j].t) })
 	cutoff := w.now().Add(-time.Duration(w.set.maxDays) * 24 * time.Hour)
@@ -139,9 +145,21 @@ func (w *fileWriter) prune(path string) {
 		if !tooMany && !tooOld {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, b.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			w.logger.Warn("Removing rotated file failed", zap.String("path", filepath.Join(dir, b.name)), zap.Error(err))
+		removed := filepath.Join(dir, b.name)
+		if err := os.Remove(removed); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				w.logger.Warn("Removing rotated file failed", zap.String("path", removed), zap.Error(err))
+			}
+			continue
 		}
+		reason, key := pruneMaxBackups, "rotation::max_backups"
+		if tooOld {
+			reason, key = pruneMaxDays, "rotation::max_days"
+		}
+		tel.prunedFile(reason)
+		w.logger.Warn("Retention removed a rotated file: the records in it, acknowledged when written, are gone",
+			zap.String("path", removed), zap.Int64("bytes", b.size), zap.String("by", key),
+			zap.String("fix", "raise "+key+" (0: keep every file) to keep rotated files longer"))
 	}
 }
 

@@ -13,8 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadatatest"
 )
@@ -84,7 +86,9 @@ func TestRotationPrunesByCountAndAge(t *testing.T) {
 	unrelated := filepath.Join(dir, "traces-notes.jsonl")
 	require.NoError(t, os.WriteFile(unrelated, []byte("keep\n"), 0o600))
 
-	te := startExporters(t, cfg, nopSettings())
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) }) //nolint:usetesting // t.Context() is canceled before Cleanup runs
+	te := startExporters(t, cfg, metadatatest.NewSettings(tt))
 	for range 12 {
 		require.NoError(t, te.traces.ConsumeTraces(t.Context(), megatronTraces(1, 250)))
 	}
@@ -93,4 +97,18 @@ func TestRotationPrunesByCountAndAge(t *testing.T) {
 	assert.NotContains(t, backups, old, "older than max_days")
 	assert.FileExists(t, unrelated)
 	assert.Len(t, slices.DeleteFunc(backups, func(p string) bool { return p == unrelated }), 2, "max_backups")
+
+	// Every removal of acknowledged data is said and counted.
+	removed := te.logged.FilterMessageSnippet("Retention removed a rotated file").All()
+	byReason := map[string]int{}
+	for _, e := range removed {
+		assert.Equal(t, zap.WarnLevel, e.Level)
+		byReason[e.ContextMap()["by"].(string)]++
+	}
+	require.Equal(t, 1, byReason["rotation::max_days"], "the file from 2020")
+	require.Positive(t, byReason["rotation::max_backups"])
+	metadatatest.AssertEqualExporterJsonlFileFilesPruned(t, tt, []metricdata.DataPoint[int64]{
+		{Attributes: attribute.NewSet(attribute.String("reason", "max_backups")), Value: int64(byReason["rotation::max_backups"])},
+		{Attributes: attribute.NewSet(attribute.String("reason", "max_days")), Value: 1},
+	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 }

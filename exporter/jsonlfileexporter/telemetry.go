@@ -42,8 +42,9 @@ func (o fileOp) String() string {
 // telemetry records the exporter's internal metrics. The attribute options
 // are built once so that recording costs no allocation.
 type telemetry struct {
-	tb    *metadata.TelemetryBuilder
-	opErr [numFileOps]metric.AddOption
+	tb     *metadata.TelemetryBuilder
+	opErr  [numFileOps]metric.AddOption
+	pruned [numPruneReasons]metric.AddOption
 }
 
 func newTelemetry(tb *metadata.TelemetryBuilder) *telemetry {
@@ -51,7 +52,31 @@ func newTelemetry(tb *metadata.TelemetryBuilder) *telemetry {
 	for op := range numFileOps {
 		t.opErr[op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op.String())))
 	}
+	for r := range numPruneReasons {
+		t.pruned[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
 	return t
+}
+
+// pruneReason says why retention removed a rotated file.
+type pruneReason uint8
+
+const (
+	pruneMaxBackups pruneReason = iota
+	pruneMaxDays
+	numPruneReasons
+)
+
+func (r pruneReason) String() string {
+	if r == pruneMaxDays {
+		return "max_days"
+	}
+	return "max_backups"
+}
+
+// prunedFile counts a rotated file retention removed.
+func (t *telemetry) prunedFile(r pruneReason) {
+	t.tb.ExporterJsonlFileFilesPruned.Add(context.Background(), 1, t.pruned[r])
 }
 
 func (t *telemetry) written(records, bytes int) {

@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	registrations                    []metric.Registration
 	ExporterJsonlFileBytesWritten    metric.Int64Counter
 	ExporterJsonlFileErrors          metric.Int64Counter
+	ExporterJsonlFileFilesPruned     metric.Int64Counter
 	ExporterJsonlFileFsyncs          metric.Int64Counter
 	ExporterJsonlFileOverflowRecords metric.Int64Counter
 	ExporterJsonlFileRecordsWritten  metric.Int64Counter
@@ -73,6 +74,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_jsonl_file_errors",
 		metric.WithDescription("Number of failed file operations (open, write, sync, rotate, close). [Alpha]"),
 		metric.WithUnit("{errors}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterJsonlFileFilesPruned, err = builder.meter.Int64Counter(
+		"otelcol_exporter_jsonl_file_files_pruned",
+		metric.WithDescription("Number of rotated files retention removed (rotation::max_backups, rotation::max_days); their records, acknowledged when written, are gone. Each is logged at WARN. [Alpha]"),
+		metric.WithUnit("{files}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterJsonlFileFsyncs, err = builder.meter.Int64Counter(

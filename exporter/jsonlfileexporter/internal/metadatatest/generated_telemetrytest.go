@@ -53,6 +53,22 @@ func AssertEqualExporterJsonlFileErrors(t *testing.T, tt *componenttest.Telemetr
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterJsonlFileFilesPruned(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_jsonl_file_files_pruned",
+		Description: "Number of rotated files retention removed (rotation::max_backups, rotation::max_days); their records, acknowledged when written, are gone. Each is logged at WARN. [Alpha]",
+		Unit:        "{files}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_jsonl_file_files_pruned")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterJsonlFileFsyncs(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_jsonl_file_fsyncs",

@@ -21,6 +21,7 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ExporterJsonlFileBytesWritten.Add(context.Background(), 1)
 	tb.ExporterJsonlFileErrors.Add(context.Background(), 1)
+	tb.ExporterJsonlFileFilesPruned.Add(context.Background(), 1)
 	tb.ExporterJsonlFileFsyncs.Add(context.Background(), 1)
 	tb.ExporterJsonlFileOverflowRecords.Add(context.Background(), 1)
 	tb.ExporterJsonlFileRecordsWritten.Add(context.Background(), 1)
@@ -29,6 +30,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterJsonlFileErrors(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterJsonlFileFilesPruned(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterJsonlFileFsyncs(t, testTel,
