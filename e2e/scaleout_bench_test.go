@@ -133,22 +133,11 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 			targets = append(targets, agents[i%len(agents)].GRPCEndpoint())
 		}
 	}
-	cpuOf := func(cs []*testcollector.Collector) float64 {
-		var sum float64
-		for _, c := range cs {
-			cpu, err := procstat.CPU(c.Pid())
-			if err != nil {
-				b.Fatal(err)
-			}
-			sum += cpu.Seconds()
-		}
-		return sum
-	}
 	gwCollectors := make([]*testcollector.Collector, len(gws))
 	for i, g := range gws {
 		gwCollectors[i] = g.Collector
 	}
-	agentCPU0, gatewayCPU0 := cpuOf(agents), cpuOf(gwCollectors)
+	agentCPU0, gatewayCPU0 := cpuSeconds(b, agents...), cpuSeconds(b, gwCollectors...)
 
 	start := time.Now()
 	type outcome struct {
@@ -201,8 +190,8 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 		offered:        offered,
 		delivered:      last,
 		seconds:        lastGrowth.Sub(start).Seconds(),
-		agentCPU:       cpuOf(agents) - agentCPU0,
-		gatewayCPU:     cpuOf(gwCollectors) - gatewayCPU0,
+		agentCPU:       cpuSeconds(b, agents...) - agentCPU0,
+		gatewayCPU:     cpuSeconds(b, gwCollectors...) - gatewayCPU0,
 		refusedAtFirst: refused,
 		ackP99:         ackP99,
 	}
@@ -314,6 +303,20 @@ func measureHopLatency(b *testing.B, loadgen string, rate int, viaAgent bool) (p
 // runLoadgenProcess runs the load generator to its end (it stops by itself;
 // the timeout guards against a hang) and returns its acknowledgement
 // latency's p99 in milliseconds.
+// cpuSeconds is the CPU time the collectors' processes have used so far.
+func cpuSeconds(b *testing.B, cs ...*testcollector.Collector) float64 {
+	b.Helper()
+	var sum float64
+	for _, c := range cs {
+		cpu, err := procstat.CPU(c.Pid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += cpu.Seconds()
+	}
+	return sum
+}
+
 func runLoadgenProcess(bin string, args []string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), scalePhase+2*time.Minute)
 	defer cancel()

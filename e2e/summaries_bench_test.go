@@ -10,9 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nemo-lens/otelcol-nemo/internal/testing/procstat"
-	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
 // BenchmarkTwoTierSummaries: what crosses between the tiers, and what it
@@ -87,20 +84,9 @@ func runSummaryScenario(b *testing.B, loadgen string, env map[string]string, mic
 	gws := startGateways(b, 1, adjust)
 	agents := startAgents(b, 2, gws, adjust)
 	gw := gws[0].Collector
-	cpu := func(cs ...*testcollector.Collector) float64 {
-		var sum float64
-		for _, c := range cs {
-			d, err := procstat.CPU(c.Pid())
-			if err != nil {
-				b.Fatal(err)
-			}
-			sum += d.Seconds()
-		}
-		return sum
-	}
-	idleAgents, idleGateway := cpu(agents...), cpu(gw)
+	idleAgents, idleGateway := cpuSeconds(b, agents...), cpuSeconds(b, gw)
 	time.Sleep(idleWindow)
-	agentCPU0, gatewayCPU0, bytes0 := cpu(agents...), cpu(gw), readBytes(b, gw.Pid())
+	agentCPU0, gatewayCPU0, bytes0 := cpuSeconds(b, agents...), cpuSeconds(b, gw), readBytes(b, gw.Pid())
 	idleAgents, idleGateway = (agentCPU0-idleAgents)/idleWindow.Seconds(), (gatewayCPU0-idleGateway)/idleWindow.Seconds()
 	start := time.Now()
 	errs := make(chan error, len(agents))
@@ -148,8 +134,8 @@ func runSummaryScenario(b *testing.B, loadgen string, env map[string]string, mic
 		seconds: lastGrowth.Sub(start).Seconds(),
 	}
 	elapsed := time.Since(start).Seconds()
-	r.agentCPU = cpu(agents...) - agentCPU0 - idleAgents*elapsed
-	r.gatewayCPU = cpu(gw) - gatewayCPU0 - idleGateway*elapsed
+	r.agentCPU = cpuSeconds(b, agents...) - agentCPU0 - idleAgents*elapsed
+	r.gatewayCPU = cpuSeconds(b, gw) - gatewayCPU0 - idleGateway*elapsed
 	stopTier(agents, gws)
 	return r
 }

@@ -4,12 +4,10 @@
 package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -88,7 +86,7 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 	}
 	if f.seq != r.Seq {
 		host, process := f.ranks.process(r)
-		id := stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process, Stages: pipelineSize(r.Attrs)}
+		id := stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process, Stages: rankattr.PipelineSize(r.Attrs)}
 		f.seq, f.tracker = r.Seq, f.detector.Rank(r.Group, int(r.WorldSize), id, r.At)
 	}
 	tr := f.tracker
@@ -118,18 +116,6 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 	}
 	tr.Span(span)
 }
-
-// pipelineSize is the resource's pipeline-parallel size, 0 when it has none.
-func pipelineSize(attrs pcommon.Map) int {
-	if n, _, status := rankattr.Lookup(attrs, pipelineSizeKeys); status == rankattr.Valid {
-		return int(min(n, math.MaxInt16))
-	}
-	return 0
-}
-
-// pipelineSizeKeys are where NeMo Lens puts the pipeline size: the newer
-// spelling first.
-var pipelineSizeKeys = []string{attrkey.PipelineSize, attrkey.LegacyPipelineSize}
 
 // tick judges every run: it returns the stall records to send, the stalls
 // found and the changes, writes the gauges and logs each change.

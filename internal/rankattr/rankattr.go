@@ -11,6 +11,7 @@
 package rankattr // import "github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 
 import (
+	"math"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -30,6 +31,19 @@ var (
 // only meaningful within one group. Like the keys above, callers clone it
 // before keeping it.
 var DefaultGroupKeys = []string{attrkey.RunID, attrkey.WorkerGroup}
+
+// PipelineSizeKeys are where NeMo Lens puts a rank's pipeline-parallel
+// size, on its resource: the newer spelling first.
+var PipelineSizeKeys = []string{attrkey.PipelineSize, attrkey.LegacyPipelineSize}
+
+// PipelineSize is the resource's pipeline-parallel size, 0 when it has
+// none (a rank's stage is on its spans: attrkey.PipelineRank).
+func PipelineSize(attrs pcommon.Map) int {
+	if n, _, status := Lookup(attrs, PipelineSizeKeys); status == Valid {
+		return int(min(n, math.MaxInt16))
+	}
+	return 0
+}
 
 // Status says what Lookup found.
 type Status int

@@ -73,10 +73,10 @@ func (r *run) pipelineStop(open int64, progress func(*rankState) Phase) (Pipelin
 		microbatches = int(st.microbatch)
 		p := &progresses[st.stage]
 		if !p.seen {
-			*p = stageProgress{forwards: int(st.forwards), backwards: int(st.backwards), seen: true}
+			*p = stageProgress{forwards: int(st.Forwards), backwards: int(st.Backwards), seen: true}
 			continue
 		}
-		p.forwards, p.backwards = min(p.forwards, int(st.forwards)), min(p.backwards, int(st.backwards))
+		p.forwards, p.backwards = min(p.forwards, int(st.Forwards)), min(p.backwards, int(st.Backwards))
 	}
 	if microbatches == 0 {
 		return stop, nil // every rank is past its forward_backward: not a pipeline stop

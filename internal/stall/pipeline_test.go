@@ -134,22 +134,23 @@ func (j *pipelineJob) feedSummarized(tr Tracker, rs ptrace.ResourceSpans) {
 			}
 			span := j.spanOf(s)
 			if span.Step {
-				span.Forwards = progress.Forwards
+				span.Forwards = int64(progress.Forwards)
 				tr.Span(span)
-				progress, latest, stepEnd, moved = Progress{}, Span{}, span.End, false
+				progress.NextIteration()
+				latest, stepEnd, moved = Span{}, span.End, false
 				continue
 			}
 			if span.Start < stepEnd {
 				continue
 			}
-			if progress.Add(span.Name, span.End, latest.End) {
+			if progress.Add(span.Name, span.End) {
 				latest = span
 			}
 			moved = true
 		}
 	}
 	if moved {
-		latest.Beat, latest.Forwards, latest.Backwards = true, progress.Forwards, progress.Backwards
+		latest.Beat, latest.Forwards, latest.Backwards = true, int64(progress.Forwards), int64(progress.Backwards)
 		tr.Span(latest)
 	}
 }

@@ -197,24 +197,16 @@ type rankState struct {
 	// stepIteration and stepEnd (unix ns) are its last step span's.
 	stepIteration int64
 	stepEnd       int64
-	// name and end of the latest span, in step order (phase), that began
-	// after its last step ended: its progress in the next iteration
-	// (stepIteration+1). The spans of a step other than the step span carry
-	// no iteration; in a hang the step span never arrives, so where they
-	// fall in time is what places them.
-	name  string
-	end   int64
-	phase Phase
+	// Progress is what it ended in the next iteration (stepIteration+1),
+	// from the spans that began after its last step ended. The spans of a
+	// step other than the step span carry no iteration; in a hang the step
+	// span never arrives, so where they fall in time is what places them.
+	Progress
 	// Pipeline parallelism (pipeline.go): the rank's stage (-1: not known
-	// yet), the micro-batch forwards and backwards it ended in the next
-	// iteration, the forwards of its last step (0: unknown, or not the
-	// step's micro-batches) and when the last counted one ended (a batch
-	// sent twice is counted once).
-	stage       int16
-	forwards    uint16
-	backwards   uint16
-	microbatch  uint16
-	lastCompute int64
+	// yet) and the forwards of its last step (0: unknown, or not the
+	// step's micro-batches).
+	stage      int16
+	microbatch uint16
 	// restarted marks a new process that has reported since.
 	restarted bool
 	jobEnded  bool
@@ -277,41 +269,23 @@ func (tr Tracker) Span(span Span) {
 		if span.Iteration >= st.stepIteration || st.restarted {
 			if span.Forwards > 0 {
 				// An agent's step summary: the forwards it counted.
-				st.forwards = uint16(min(span.Forwards, math.MaxUint16))
+				st.Forwards = clampCount(span.Forwards)
 			}
 			st.stepIteration, st.stepEnd = span.Iteration, span.End
 			// The step's micro-batches, unless the step says otherwise (an
 			// interleaved schedule runs each micro-batch once per model
 			// chunk): a stage's schedule depends on them.
-			st.microbatch = st.forwards
-			if span.MicroBatches > 0 && span.MicroBatches != int(st.forwards) {
+			st.microbatch = st.Forwards
+			if span.MicroBatches > 0 && span.MicroBatches != int(st.Forwards) {
 				st.microbatch = 0
 			}
-			st.phase, st.name, st.end = PhaseNone, "", 0
-			st.forwards, st.backwards = 0, 0
+			st.NextIteration()
 		}
 		r.stepDone(st, span.Iteration, time.Duration(span.End-span.Start), now, d.cfg.History)
+	case span.Start >= st.stepEnd && span.Beat:
+		st.beat(span.Name, span.End, span.Forwards, span.Backwards)
 	case span.Start >= st.stepEnd:
-		p, end := placeOf(span.Name), span.End
-		if p.phase > st.phase || p.phase == st.phase && end > st.end {
-			st.phase, st.name, st.end = p.phase, p.name, end
-		}
-		if span.Beat {
-			// An agent's summary of the rank's progress: its counts are
-			// the iteration's so far.
-			st.forwards = max(st.forwards, uint16(min(span.Forwards, math.MaxUint16)))
-			st.backwards = max(st.backwards, uint16(min(span.Backwards, math.MaxUint16)))
-			st.lastCompute = max(st.lastCompute, end)
-			return
-		}
-		if p.compute != notCompute && end > st.lastCompute {
-			st.lastCompute = end
-			if p.compute == forwardCompute {
-				st.forwards++
-			} else {
-				st.backwards++
-			}
-		}
+		st.Add(span.Name, span.End)
 	}
 }
 
@@ -442,7 +416,7 @@ func (r *run) wedged(open int64, world int) bool {
 		return false
 	}
 	for _, st := range r.ranks {
-		if st.restarted || st.stepIteration+1 != open || !startsCollective(st.name) {
+		if st.restarted || st.stepIteration+1 != open || !startsCollective(st.Name) {
 			return false
 		}
 	}
@@ -468,7 +442,7 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 		case st.stepIteration >= open:
 			return PhaseStep
 		}
-		return st.phase
+		return st.Phase
 	}
 	front := PhaseNone
 	for _, st := range r.ranks {
@@ -495,8 +469,8 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 			c := Culprit{Rank: Rank{Rank: rank}}
 			if st != nil {
 				c.Rank = st.Rank
-				if st.stepIteration+1 == open && st.name != "" {
-					c.LastSpan, c.LastEnd = st.name, time.Unix(0, st.end).UTC()
+				if st.stepIteration+1 == open && st.Name != "" {
+					c.LastSpan, c.LastEnd = st.Name, time.Unix(0, st.End).UTC()
 				}
 			}
 			ev.Culprits = append(ev.Culprits, c)
@@ -510,7 +484,7 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 			ev.OthersCount = world
 			for rank := range int64(world) { // the lowest rank's: deterministic
 				if st := r.ranks[rank]; st != nil {
-					ev.Others = st.name
+					ev.Others = st.Name
 					break
 				}
 			}
@@ -527,7 +501,7 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 	ev.OthersCount = world - len(ev.Culprits)
 	for rank := range int64(world) {
 		if st := r.ranks[rank]; st != nil && progress(st) == front && !behind(rank, st) {
-			ev.Others = st.name // the lowest such rank's: deterministic
+			ev.Others = st.Name // the lowest such rank's: deterministic
 			break
 		}
 	}
@@ -535,31 +509,62 @@ func (*Detector) judge(id Run, r *run, now time.Time) Event {
 }
 
 // Progress is how far a rank got in the iteration after its last step, as
-// the spans it ended show it: what an agent that summarizes the rank sends
-// as a progress beat (internal/stepsummary), read here the way the
-// detector reads a rank's spans.
+// the spans it ended show it. The detector keeps one per rank; an agent
+// that summarizes a rank for its gateway keeps one too and sends it as a
+// progress beat (internal/stepsummary), which the gateway's detector takes
+// in place of the spans.
 type Progress struct {
-	// Phase is the latest phase, in step order, a span ended in; Forwards
-	// and Backwards count the micro-batch computes ended.
-	Phase               Phase
-	Forwards, Backwards int64
+	// Name and End are the latest span in step order (by Phase, then by
+	// end time); "" before any.
+	Name  string
+	End   int64
+	Phase Phase
+	// Forwards and Backwards count the micro-batch computes ended (pipeline
+	// parallelism: pipeline.go); lastCompute is when the last counted one
+	// ended, so that a batch sent twice is counted once.
+	Forwards, Backwards uint16
+	lastCompute         int64
 }
 
-// Add feeds one span that ended after the rank's last step, ending at
-// end; latest says whether it is now the rank's latest in step order
-// (Phase, then end time, as the detector orders them: the span a beat
-// names), given the latest's end so far.
-func (p *Progress) Add(name string, end, latestEnd int64) (latest bool) {
+// Add feeds one span the rank ended after its last step; it reports
+// whether the span is now the latest in step order.
+func (p *Progress) Add(name string, end int64) (latest bool) {
 	pl := placeOf(name)
-	switch pl.compute {
-	case forwardCompute:
-		p.Forwards++
-	case backwardCompute:
-		p.Backwards++
+	latest = p.reach(pl, end)
+	if pl.compute != notCompute && end > p.lastCompute {
+		p.lastCompute = end
+		if pl.compute == forwardCompute {
+			p.Forwards++
+		} else {
+			p.Backwards++
+		}
 	}
-	if pl.phase > p.Phase || pl.phase == p.Phase && end > latestEnd {
-		p.Phase = pl.phase
+	return latest
+}
+
+// beat takes an agent's progress beat: the latest span it names, and the
+// counts of the iteration so far.
+func (p *Progress) beat(name string, end, forwards, backwards int64) {
+	p.reach(placeOf(name), end)
+	p.Forwards = max(p.Forwards, clampCount(forwards))
+	p.Backwards = max(p.Backwards, clampCount(backwards))
+	p.lastCompute = max(p.lastCompute, end)
+}
+
+// reach makes a span ending at end in place pl the latest when it is, and
+// says whether it is.
+func (p *Progress) reach(pl place, end int64) bool {
+	if pl.phase > p.Phase || pl.phase == p.Phase && end > p.End {
+		p.Phase, p.Name, p.End = pl.phase, pl.name, end
 		return true
 	}
 	return false
 }
+
+// NextIteration starts the next iteration, after a step span: nothing of it
+// ended yet.
+func (p *Progress) NextIteration() {
+	*p = Progress{lastCompute: p.lastCompute}
+}
+
+func clampCount(n int64) uint16 { return uint16(min(max(n, 0), math.MaxUint16)) }

@@ -33,10 +33,13 @@
 package stepsummary // import "github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 )
 
 // The contract's names.
@@ -65,10 +68,10 @@ const (
 // step metrics, stall detector and goodput read of a rank (service, host,
 // process, pipeline size). The rest of the resource (SLURM, W&B,
 // Kubernetes, ...) stays with the rank's own telemetry.
-var IdentityKeys = []string{
-	attrkey.ServiceName, attrkey.HostName, "service.instance.id", "process.pid", "nv.dl.run.uuid",
-	attrkey.PipelineSize, attrkey.LegacyPipelineSize,
-}
+var IdentityKeys = slices.Concat(
+	[]string{attrkey.ServiceName, attrkey.HostName, "service.instance.id", "process.pid", "nv.dl.run.uuid"},
+	rankattr.PipelineSizeKeys,
+)
 
 // PutIdentity makes dst hold the attributes of keys that from has, and
 // reports whether it changed (a rank's process restarted, say); it copies
@@ -139,6 +142,17 @@ func Has(rs ptrace.ResourceSpans) bool {
 		}
 	}
 	return false
+}
+
+// Only says whether every scope of a resource holds summaries, as in the
+// resources an agent writes them into.
+func Only(rs ptrace.ResourceSpans) bool {
+	for _, ss := range rs.ScopeSpans().All() {
+		if !IsScope(ss) {
+			return false
+		}
+	}
+	return true
 }
 
 // NewScope appends a summary scope of this version to rs and returns its

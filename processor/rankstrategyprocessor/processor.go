@@ -177,22 +177,28 @@ func (p *rankStrategyProcessor) selectSpans(td ptrace.Traces, t *tally, b *strag
 // the ranks they stand for; they are never passed on (they are not
 // telemetry of the job). It reports whether the resource is left empty.
 func (p *rankStrategyProcessor) takeSummaries(rs ptrace.ResourceSpans, b *stragglers.Batch) bool {
-	summaries := ptrace.NewResourceSpans()
-	rs.Resource().CopyTo(summaries.Resource())
-	rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-		if !stepsummary.IsScope(ss) {
-			return false
-		}
-		ss.MoveTo(summaries.ScopeSpans().AppendEmpty())
-		return true
-	})
+	// An agent sends its summaries in resources of their own: read in
+	// place. A resource that also holds spans gives its summaries up to a
+	// resource of their own first, so that its spans are read once, below.
+	summaries, only := rs, stepsummary.Only(rs)
+	if !only {
+		summaries = ptrace.NewResourceSpans()
+		rs.Resource().CopyTo(summaries.Resource())
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			if !stepsummary.IsScope(ss) {
+				return false
+			}
+			ss.MoveTo(summaries.ScopeSpans().AppendEmpty())
+			return true
+		})
+	}
 	if b != nil {
 		attrs := summaries.Resource().Attributes()
 		if id, ok := p.selector.identity(attrs, p.selector.decide(attrs)); ok {
 			b.ObserveKept(summaries, id)
 		}
 	}
-	return rs.ScopeSpans().Len() == 0
+	return only || rs.ScopeSpans().Len() == 0
 }
 
 // hold has straggler retention hold the resource of a dropped rank: its

@@ -95,8 +95,8 @@ func (b *Buffer) place(rank steps.Rank, s steps.Held, at steps.Placement[decisio
 		}
 		if at.Kind == steps.KindStep {
 			rh.step = s
-			if b.sum != nil {
-				rh.forwards = b.sum.stepForwards()
+			if sr := b.cur.summary; sr != nil {
+				rh.forwards = sr.stepForwards
 			}
 		}
 		if at.Decided != nil { // a step reopened by a late rank

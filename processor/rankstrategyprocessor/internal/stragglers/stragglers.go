@@ -94,6 +94,8 @@ type Buffer struct {
 	cur struct {
 		chunk       *steps.Chunk
 		exceptional bool
+		// summary is the held rank's, when summarizing.
+		summary *summaryRank
 	}
 	// held counts the spans of every chunk that still holds a span; with
 	// the kept spans not sent yet, what max_buffered_spans bounds.
@@ -187,8 +189,11 @@ func (h *Batch) Hold(rs ptrace.ResourceSpans, id steps.Identity, exceptional boo
 	b.held += c.Len()
 	b.t.Held += int64(c.Len())
 	b.cur.chunk, b.cur.exceptional = c, exceptional
+	if b.sum != nil {
+		b.cur.summary = b.sum.rank(id.Rank, c.RS.Resource().Attributes())
+	}
 	h.eb.Walk(c.RS, id, true)
-	b.cur.chunk = nil
+	b.cur.chunk, b.cur.summary = nil, nil
 	if c.Placed() {
 		b.uncount(c)
 	}
@@ -229,8 +234,8 @@ func (b *Buffer) Resolved(rank steps.Rank, s steps.Held, at steps.Placement[deci
 // Arrived follows a dropped rank's progress for its beats, when
 // summarizing.
 func (b *Buffer) Arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
-	if b.sum != nil && b.cur.chunk != nil {
-		b.sum.arrived(r, s, step)
+	if sr := b.cur.summary; sr != nil {
+		sr.arrived(r, s, step)
 	}
 }
 

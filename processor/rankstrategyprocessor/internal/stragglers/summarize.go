@@ -32,26 +32,28 @@ type summarizer struct {
 	ranks    *boundedmap.Map[steps.Rank, *summaryRank]
 	// keys are the resource attributes a summary carries.
 	keys []string
-	// The resource walked last (steps.Resource.Seq) and its rank.
-	seq uint64
-	cur *summaryRank
 	// Written since the last count.
 	written int64
 }
 
 // summaryRank is what the summarizer keeps of a dropped rank: its
-// identity (the summaries' resource) and its progress since its last step.
+// identity (the summaries' resource) and its progress since its last step,
+// as the stall detector follows it (stall.Progress).
 type summaryRank struct {
-	res      pcommon.Resource
-	stepEnd  int64
+	res     pcommon.Resource
+	stepEnd int64
+	// lastStep is when its latest step span (or, before any, its first
+	// span) arrived, lastBeat when its latest beat went.
 	lastStep time.Time
 	lastBeat time.Time
 	progress stall.Progress
-	// latest is the envelope of its latest span in step order since its
-	// last step; moved: its progress changed since the last beat.
-	latest    ptrace.Span
-	latestEnd int64
-	moved     bool
+	// latest is the envelope of progress's latest span; moved: the
+	// progress changed since the last beat.
+	latest ptrace.Span
+	moved  bool
+	// pipelined: the rank reports a pipeline size above 1, so its spans
+	// say its stage (-1 until one did).
+	pipelined bool
 	stage     int64
 	// stepForwards are the micro-batch forwards of its latest step.
 	stepForwards int64
@@ -61,63 +63,46 @@ func newSummarizer(out *steps.Output, interval time.Duration, keys []string) *su
 	return &summarizer{out: out, interval: interval, keys: keys, ranks: boundedmap.New[steps.Rank, *summaryRank](steps.MaxRememberedRanks)}
 }
 
-// rank is the state of the resource walked, its identity read again when
-// it changed (a restarted rank is a new process).
-func (m *summarizer) rank(r *steps.Resource) *summaryRank {
-	if m.seq == r.Seq && m.cur != nil {
-		return m.cur
-	}
-	sr := m.ranks.GetOrNew(r.Rank, func() *summaryRank {
-		return &summaryRank{res: pcommon.NewResource(), latest: ptrace.NewSpan(), stage: -1, lastStep: r.At}
+// rank is the state of a dropped rank whose resource is being held, its
+// identity read again when it changed (a restarted rank is a new process).
+// Once per resource, as it is held.
+func (m *summarizer) rank(rank steps.Rank, attrs pcommon.Map) *summaryRank {
+	sr := m.ranks.GetOrNew(rank, func() *summaryRank {
+		return &summaryRank{res: pcommon.NewResource(), latest: ptrace.NewSpan(), stage: -1}
 	})
-	stepsummary.PutIdentity(sr.res.Attributes(), r.Attrs, m.keys)
-	m.seq, m.cur = r.Seq, sr
+	if stepsummary.PutIdentity(sr.res.Attributes(), attrs, m.keys) {
+		sr.pipelined = rankattr.PipelineSize(attrs) > 1
+	}
 	return sr
 }
 
 // arrived follows a dropped rank's progress, span by span in batch order,
 // as the stall detector does on the gateway.
-func (m *summarizer) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
-	sr := m.rank(r)
+func (sr *summaryRank) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
 	start, end := steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp())
-	if step.Is {
+	if sr.lastStep.IsZero() {
+		sr.lastStep = r.At // a new rank: its beats are due an interval from now
+	}
+	if sr.pipelined && sr.stage < 0 {
+		if v, ok := s.Attributes().Get(attrkey.PipelineRank); ok {
+			if stage, ok := rankattr.Parse(v); ok {
+				sr.stage = stage
+			}
+		}
+	}
+	switch {
+	case step.Is:
 		if end >= sr.stepEnd {
-			sr.stepEnd, sr.lastStep, sr.stepForwards = end, r.At, sr.progress.Forwards
-			sr.progress, sr.latestEnd, sr.moved = stall.Progress{}, 0, false
+			sr.stepEnd, sr.lastStep, sr.stepForwards = end, r.At, int64(sr.progress.Forwards)
+			sr.progress.NextIteration()
+			sr.moved = false
 		}
-		m.readStage(sr, s)
-		return
-	}
-	if start < sr.stepEnd || !strings.HasPrefix(s.Name(), "megatron.") {
-		return
-	}
-	m.readStage(sr, s)
-	if sr.progress.Add(s.Name(), end, sr.latestEnd) {
-		stepsummary.CopyEnvelope(sr.latest, s)
-		sr.latestEnd = end
-	}
-	sr.moved = true
-}
-
-// readStage reads the rank's pipeline stage from its spans, once.
-func (*summarizer) readStage(sr *summaryRank, s ptrace.Span) {
-	if sr.stage >= 0 {
-		return
-	}
-	if v, ok := s.Attributes().Get(attrkey.PipelineRank); ok {
-		if stage, ok := rankattr.Parse(v); ok {
-			sr.stage = stage
+	case start >= sr.stepEnd && strings.HasPrefix(s.Name(), "megatron."):
+		if sr.progress.Add(s.Name(), end) {
+			stepsummary.CopyEnvelope(sr.latest, s)
 		}
+		sr.moved = true
 	}
-}
-
-// stepForwards are the micro-batch forwards of the latest step span of the
-// resource walked, for its step summary.
-func (m *summarizer) stepForwards() int64 {
-	if m.cur == nil {
-		return 0
-	}
-	return m.cur.stepForwards
 }
 
 // step writes the summary of a dropped rank's step: its step span (held),
@@ -152,7 +137,7 @@ func (m *summarizer) beats(now time.Time) {
 		if !sr.moved || now.Sub(sr.lastStep) < m.interval || now.Sub(sr.lastBeat) < m.interval {
 			return
 		}
-		counts := stepsummary.Counts{Forwards: sr.progress.Forwards, Backwards: sr.progress.Backwards}
+		counts := stepsummary.Counts{Forwards: int64(sr.progress.Forwards), Backwards: int64(sr.progress.Backwards)}
 		stepsummary.WriteProgress(m.out.Summary(rank, sr.res), sr.latest, counts, sr.stage)
 		sr.moved, sr.lastBeat = false, now
 		m.written++
