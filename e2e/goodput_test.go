@@ -91,29 +91,6 @@ func TestGoodputMatchesTheEmulatorsAccount(t *testing.T) {
 	}
 }
 
-// TestTwoTiersGoodputMatchesTheEmulatorsAccount: the run above through two
-// agents (gp-node-a's ranks 0 and 1 behind one, gp-node-b's 2 and 3 behind
-// the other) and a gateway, the presets as committed: rank 3 is the export
-// rank, the others reach the gateway as summaries, among them the
-// straggler (rank 2) and the rank that stops (rank 1). The gateway's final
-// goodput record matches the emulator's account as one collector's does,
-// every category within 1% of the wall time, in the four shapes.
-func TestTwoTiersGoodputMatchesTheEmulatorsAccount(t *testing.T) {
-	adjust := asCommitted(map[string]string{
-		"NEMO_STALL_AFTER": stallAfter.String(), "NEMO_STRAGGLER_WAIT": "2s", "NEMO_PROGRESS_INTERVAL": "500ms",
-	})
-	gws := startGateways(t, 1, adjust)
-	agents := startAgents(t, 2, gws, adjust)
-	defer stopTier(agents, gws)
-	for name, shape := range stallShapes {
-		t.Run(name, func(t *testing.T) {
-			run := runName("run-tier-goodput", name)
-			first, second := goodputRunVia(func(rank int) *testcollector.Collector { return agents[rank/2] }, run, shape)
-			checkGoodputAccount(t, gws[0].dir(), run, first, second)
-		})
-	}
-}
-
 // checkGoodputAccount runs the two attempts of goodputRun and compares the
 // run's final goodput record in dir with the emulator's account.
 func checkGoodputAccount(t *testing.T, dir, run string, first, second []lensemu.Rank) {
@@ -133,8 +110,14 @@ func checkGoodputAccount(t *testing.T, dir, run string, first, second []lensemu.
 		}
 		return false
 	})
-	truth := lensemu.Account(first, second)
-	attrs := final.attributes()
+	checkAccount(t, final.attributes(), lensemu.Account(first, second))
+	t.Logf("%s", final.str("body"))
+}
+
+// checkAccount compares a final goodput record's attributes with the
+// emulator's account of the run.
+func checkAccount(t *testing.T, attrs map[string]any, truth lensemu.Truth) {
+	t.Helper()
 	wall := number(t, attrs["nemo.run.wall_seconds"])
 	if math.Abs(wall-truth.Wall.Seconds()) > 0.001 {
 		t.Errorf("wall time %.3f s, the emulator's %.3f s", wall, truth.Wall.Seconds())
@@ -156,7 +139,6 @@ func checkGoodputAccount(t *testing.T, dir, run string, first, second []lensemu.
 	if n := number(t, attrs["nemo.run.attempts"]); n != 2 {
 		t.Errorf("%v attempts, want 2", n)
 	}
-	t.Logf("%s", final.str("body"))
 }
 
 // number is a JSON number (or a bool/absent, which fails the test) as a float.
