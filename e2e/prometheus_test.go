@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -289,6 +291,22 @@ func rulesWithoutHold(t *testing.T, path string) string {
 	return copyPath
 }
 
+// jaegerUnderPrometheus starts the jaeger preset (the default strategy,
+// env added; its Jaeger endpoint answers nobody, so its queue waits) and
+// a real Prometheus scraping it as docker/prometheus.yml does, with
+// ruleFiles (nil: deploy/prometheus/alerts.yaml).
+func jaegerUnderPrometheus(t *testing.T, env map[string]string, ruleFiles []string) (*testcollector.Collector, *promServer) {
+	t.Helper()
+	exporterPort := testcollector.FreePort(t)
+	e := testEnv(t)
+	delete(e, "NEMO_RANK_STRATEGY")
+	e["JAEGER_OTLP_ENDPOINT"] = fmt.Sprintf("127.0.0.1:%d", testcollector.FreePort(t))
+	e["PROMETHEUS_EXPORTER_PORT"] = strconv.Itoa(exporterPort)
+	maps.Copy(e, env)
+	c := testcollector.Start(t, testcollector.Config(t, "jaeger.yaml"), testcollector.Options{Env: e})
+	return c, startPrometheus(t, ruleFiles, collectorTargets(c, exporterPort)...)
+}
+
 // TestPrometheusEvaluatesTheAlerts: a real Prometheus scraping the jaeger
 // preset (the collector's own metrics and its Prometheus exporter, as
 // docker/prometheus.yml does) loads deploy/prometheus/alerts.yaml, every
@@ -299,14 +317,8 @@ func rulesWithoutHold(t *testing.T, path string) string {
 // step, naming its rank and host, and for no other rank.
 func TestPrometheusEvaluatesTheAlerts(t *testing.T) {
 	requirePrometheus(t)
-	exporterPort := testcollector.FreePort(t)
-	env := testEnv(t)
-	delete(env, "NEMO_RANK_STRATEGY")
-	env["JAEGER_OTLP_ENDPOINT"] = fmt.Sprintf("127.0.0.1:%d", testcollector.FreePort(t)) // nobody: Jaeger's queue waits
-	env["PROMETHEUS_EXPORTER_PORT"] = strconv.Itoa(exporterPort)
-	c := testcollector.Start(t, testcollector.Config(t, "jaeger.yaml"), testcollector.Options{Env: env})
 	rules := rulesWithoutHold(t, filepath.Join(testcollector.RepoRoot(t), "deploy", "prometheus", "alerts.yaml"))
-	prom := startPrometheus(t, []string{rules}, collectorTargets(c, exporterPort)...)
+	c, prom := jaegerUnderPrometheus(t, nil, []string{rules})
 	// Both targets scraped: up is 1 for the otelcol-nemo and training jobs.
 	prom.waitForQuery(t, promStartTimeout, "up", func(s []promSample) bool {
 		up := 0
@@ -372,5 +384,60 @@ func TestPrometheusEvaluatesTheAlerts(t *testing.T) {
 		if a.Labels["alertname"] != "NemoRankStraggler" {
 			t.Errorf("alert %s is %s on a healthy collector: %v", a.Labels["alertname"], a.State, a.Labels)
 		}
+	}
+}
+
+// TestDashboardAnswersDuringARun: a real Prometheus scraping the jaeger
+// preset (the default strategy) while a run is in progress: 8 ranks on two
+// hosts save a checkpoint every second iteration (a save settles the
+// steps before it once training goes on), rank 2 computes three times as
+// long from iteration 2 on, and the job hangs in iteration 5
+// (rank 6 stops): its job spans never end, so no goodput record is due
+// for goodput::interval (5 minutes). Every query of the Grafana dashboard,
+// its run variable set to the run, answers: the step panels, the stall
+// panels, and the goodput panels from the metrics nemo_steps sends at
+// every tick.
+func TestDashboardAnswersDuringARun(t *testing.T) {
+	requirePrometheus(t)
+	c, prom := jaegerUnderPrometheus(t, map[string]string{"NEMO_STALL_AFTER": stallAfter.String(), "NEMO_STRAGGLER_WAIT": "2s"}, nil)
+
+	const runID = "run-dashboard-live"
+	ranks := hungJob(c, runID, 8, map[int]lensemu.HangRole{6: lensemu.Stopped}, nil)
+	for i := range ranks {
+		ranks[i].SaveEvery, ranks[i].SaveDuration = 2, time.Second
+	}
+	ranks[2].ComputeDuration = func(it int) time.Duration {
+		if it >= 2 {
+			return stepSlowdown * lensemu.DefaultComputeDuration
+		}
+		return lensemu.DefaultComputeDuration
+	}
+	runJob(t, ranks)
+
+	variable := regexp.MustCompile(`^label_values\((\w+), (\w+)\)$`)
+	queries := dashboardQueries(t)
+	var silent []string
+	deadline := time.Now().Add(deliveryTimeout)
+	for {
+		silent = silent[:0]
+		for _, q := range queries {
+			expr := strings.ReplaceAll(q.expr, "$nemo_run_id", runID)
+			if m := variable.FindStringSubmatch(expr); m != nil {
+				expr = fmt.Sprintf("group by (%s) (%s)", m[2], m[1])
+			}
+			if len(prom.query(t, expr)) == 0 {
+				silent = append(silent, fmt.Sprintf("%s: %s", q.title, expr))
+			}
+		}
+		if len(silent) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if len(silent) > 0 {
+		t.Errorf("%d of the dashboard's %d queries answer nothing during the run:\n%s", len(silent), len(queries), strings.Join(silent, "\n"))
+	}
+	if got := prom.query(t, fmt.Sprintf("nemo_run_goodput_ratio{nemo_run_id=%q}", runID)); len(got) != 1 || got[0].value() <= 0 || got[0].value() > 1 {
+		t.Errorf("the run's goodput during the run: %v, want one value in (0, 1]", got)
 	}
 }

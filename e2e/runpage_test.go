@@ -80,6 +80,7 @@ type pageState struct {
 	Stragglers []pageCells `json:"stragglers"`
 	Goodput    string      `json:"goodput"`
 	GoodputTxt string      `json:"goodputText"`
+	Live       string      `json:"live"`
 	Slow       []int       `json:"slowPixel"`
 	Fast       []int       `json:"fastPixel"`
 }
@@ -102,6 +103,7 @@ const readPage = `(() => {
     state: document.getElementById("state").textContent, banner: b.textContent, bannerOn: !b.hidden,
     rows: +cv.dataset.rows, cols: +cv.dataset.cols, marked: cv.dataset.marked || "", stragglers: rows,
     goodput: document.getElementById("goodput-text").dataset.goodput || "", goodputText: document.getElementById("goodput-text").textContent,
+    live: document.getElementById("goodput-text").dataset.live || "",
     slowPixel: px(%d, first), fastPixel: px(%d, first),
   };
 })()`
@@ -113,7 +115,8 @@ const readPage = `(() => {
 // listed; the heatmap has a row per rank and rank 2's straggler steps are
 // outlined and darker than a fast rank's; the straggler steps named are
 // the ones rank_strategy kept; while hung, the banner names rank 1 and
-// gp-node-a; at the end the goodput shown is the nemo.run.goodput record's;
+// gp-node-a, and goodput shows, live, before any goodput record; at the
+// end the goodput shown is the final nemo.run.goodput record's;
 // the saved page renders from disk alone. Screenshots of each page are
 // left for a reviewer (the path is logged). In both taxonomies and trace
 // shapes.
@@ -154,6 +157,11 @@ func TestRunPageInAHeadlessBrowser(t *testing.T) {
 			}
 			if hung.Rows != 4 {
 				t.Errorf("heatmap rows %d, want one per rank (4)", hung.Rows)
+			}
+			// Goodput is live: from the metrics of every tick, long before the
+			// first record (goodput::interval, 5 minutes, or the run's end).
+			if g, err := strconv.ParseFloat(hung.Goodput, 64); err != nil || g <= 0 || g > 1 || hung.Live != "true" {
+				t.Errorf("while hung: goodput %q (live %q), want the live goodput so far: %q", hung.Goodput, hung.Live, hung.GoodputTxt)
 			}
 
 			// The straggler steps: rank 2's, those rank_strategy kept.

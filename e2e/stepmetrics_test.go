@@ -240,13 +240,13 @@ func TestStepMetricsOnPrometheus(t *testing.T) {
 // (the stall e2e test) has them.
 var stallMetrics = []string{"nemo_run_stalled", "nemo_rank_behind"}
 
-// checkDashboardQueries: every metric the Grafana dashboard queries is in
-// the exposition (the connector's :8889 and the collector's own :8888, from
-// a real run), and every label it selects or groups by is on that metric, so
-// that a renamed metric or label fails here instead of leaving an empty
-// panel. The metrics in absent may be missing (a run that never stalled has
-// no stall metrics); those present are checked all the same.
-func checkDashboardQueries(t *testing.T, exposition []byte, absent ...string) {
+// dashboardQuery is one query of the Grafana dashboard: a panel's target,
+// or a variable's definition (title "variable").
+type dashboardQuery struct{ title, expr string }
+
+// dashboardQueries are deploy/grafana/nemo-steps.json's queries; a panel
+// that queries nothing fails the test.
+func dashboardQueries(t *testing.T) []dashboardQuery {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testcollector.RepoRoot(t), "deploy", "grafana", "nemo-steps.json"))
 	if err != nil {
@@ -268,17 +268,32 @@ func checkDashboardQueries(t *testing.T, exposition []byte, absent ...string) {
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatalf("deploy/grafana/nemo-steps.json: %v", err)
 	}
-	var exprs []string
+	var out []dashboardQuery
 	for _, p := range dash.Panels {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q queries nothing", p.Title)
 		}
 		for _, tg := range p.Targets {
-			exprs = append(exprs, tg.Expr)
+			out = append(out, dashboardQuery{p.Title, tg.Expr})
 		}
 	}
 	for _, v := range dash.Templating.List {
-		exprs = append(exprs, v.Definition)
+		out = append(out, dashboardQuery{"variable", v.Definition})
+	}
+	return out
+}
+
+// checkDashboardQueries: every metric the Grafana dashboard queries is in
+// the exposition (the connector's :8889 and the collector's own :8888, from
+// a real run), and every label it selects or groups by is on that metric, so
+// that a renamed metric or label fails here instead of leaving an empty
+// panel. The metrics in absent may be missing (a run that never stalled has
+// no stall metrics); those present are checked all the same.
+func checkDashboardQueries(t *testing.T, exposition []byte, absent ...string) {
+	t.Helper()
+	var exprs []string
+	for _, q := range dashboardQueries(t) {
+		exprs = append(exprs, q.expr)
 	}
 	labelsOf := func(name string) map[string]bool {
 		out := map[string]bool{}

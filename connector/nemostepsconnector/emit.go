@@ -61,10 +61,10 @@ var stallDescs = map[metricID]metricDesc{
 
 // goodputDescs describe the goodput metrics; the time is in seconds.
 var goodputDescs = map[metricID]metricDesc{
-	idRunTime: {"nemo.run.time", "s", "The run's wall-clock time since its first span, by where it went (nemo.time.category: productive, straggler, startup, " +
+	idRunTime: {runrecords.RunTime, "s", "The run's wall-clock time since its first span, by where it went (nemo.time.category: productive, straggler, startup, " +
 		"checkpoint_load, checkpoint_save, evaluation, stalled, lost_progress, restart, other), counted once it can no longer change category."},
-	idRunGoodput: {"nemo.run.goodput", "1", "The run's productive time over its wall-clock time so far."},
-	idRankStragglerTime: {"nemo.rank.straggler_time", "s", "The time the rank cost the whole run as the slowest rank of its steps: " +
+	idRunGoodput: {runrecords.RunGoodput, "1", "The run's productive time over its wall-clock time so far."},
+	idRankStragglerTime: {runrecords.RankStragglerTime, "s", "The time the rank cost the whole run as the slowest rank of its steps: " +
 		"its busy time minus the median rank's, on every step it was the slowest (counted as the run's straggler time is)."},
 }
 

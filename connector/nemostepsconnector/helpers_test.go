@@ -114,11 +114,19 @@ func pointsOf(m pmetric.Metric, res map[string]any) []point {
 			dp := dps.At(i)
 			out = append(out, point{
 				metric: m.Name(), unit: m.Unit(), resource: res, attrs: dp.Attributes().AsRaw(),
-				value: float64(dp.IntValue()), start: dp.StartTimestamp(), ts: dp.Timestamp(), sum: true,
+				value: numberOf(dp), start: dp.StartTimestamp(), ts: dp.Timestamp(), sum: true,
 			})
 		}
 	}
 	return out
+}
+
+// numberOf is a point's value, int or double.
+func numberOf(dp pmetric.NumberDataPoint) float64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+		return float64(dp.IntValue())
+	}
+	return dp.DoubleValue()
 }
 
 // byMetricRank indexes gauge points by metric and rank (nv.dl.rank), in

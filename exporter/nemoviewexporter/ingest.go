@@ -130,10 +130,7 @@ func (b *gaugeBatch) add(g stepGauge, dp pmetric.NumberDataPoint, resource pcomm
 	if h := str(attrs, attrkey.HostName); h != "" {
 		ps.step.host = h
 	}
-	v := dp.DoubleValue()
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-		v = float64(dp.IntValue())
-	}
+	v := pointValue(dp)
 	switch g {
 	case gaugeBusy:
 		ps.step.busy = v
@@ -151,15 +148,20 @@ func (b *gaugeBatch) add(g stepGauge, dp pmetric.NumberDataPoint, resource pcomm
 	}
 }
 
-// addMetrics takes the step gauges of a batch; everything else is ignored.
-// The busy time point's exemplar names the iteration (nemo_steps without
-// an interval); a rank step without it is not shown.
+// addMetrics takes the step gauges and the goodput metrics of a batch;
+// everything else is ignored. The busy time point's exemplar names the
+// iteration (nemo_steps without an interval); a rank step without it is
+// not shown.
 func (s *store) addMetrics(md pmetric.Metrics) {
 	b := gaugeBatch{steps: map[pointKey]*pendingStep{}}
+	live := liveBatch{}
 	for _, rm := range md.ResourceMetrics().All() {
 		service := str(rm.Resource().Attributes(), attrkey.ServiceName)
 		for _, sm := range rm.ScopeMetrics().All() {
 			for _, m := range sm.Metrics().All() {
+				if live.add(m, rm.Resource().Attributes(), service) {
+					continue
+				}
 				g := gaugeOf(m.Name())
 				if g == gaugeNone || m.Type() != pmetric.MetricTypeGauge {
 					continue
@@ -170,7 +172,7 @@ func (s *store) addMetrics(md pmetric.Metrics) {
 			}
 		}
 	}
-	if len(b.order) == 0 {
+	if len(b.order) == 0 && len(live) == 0 {
 		return
 	}
 	s.mu.Lock()
@@ -179,6 +181,10 @@ func (s *store) addMetrics(md pmetric.Metrics) {
 		if ps := b.steps[key]; ps.hasIter {
 			s.addStep(s.runFor(key.run, ps.id.id, ps.id.group, ps.service), &ps.step)
 		}
+	}
+	for key, l := range live {
+		r := s.runFor(key, l.id.id, l.id.group, l.service)
+		r.addLive(l, r.updated)
 	}
 }
 

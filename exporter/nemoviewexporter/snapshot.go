@@ -94,6 +94,8 @@ type goodputJSON struct {
 	Wall       float64        `json:"wall_seconds"`
 	Attempts   int64          `json:"attempts"`
 	Final      bool           `json:"final"`
+	Live       bool           `json:"live"`
+	Unsettled  float64        `json:"unsettled_seconds"`
 	Categories []categoryJSON `json:"categories"`
 	TopRanks   []topRankJSON  `json:"top_ranks"`
 	Message    string         `json:"message"`
@@ -211,7 +213,7 @@ func (s *store) detail(key string) (runDetail, bool) {
 		d.Stalls = append(d.Stalls, sj)
 	}
 	if g := r.goodput; g != nil {
-		gj := &goodputJSON{Goodput: g.goodput, Wall: g.wall, Attempts: g.attempts, Final: g.final, Message: g.message, At: stamp(g.at), TopRanks: []topRankJSON{}}
+		gj := &goodputJSON{Goodput: g.goodput, Wall: g.wall, Attempts: g.attempts, Final: g.final, Live: g.live, Unsettled: g.unsettled, Message: g.message, At: stamp(g.at), TopRanks: []topRankJSON{}}
 		for c := range goodput.NumCategories {
 			name := c.String()
 			gj.Categories = append(gj.Categories, categoryJSON{Name: name, Seconds: g.categories[name]})

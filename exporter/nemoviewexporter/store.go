@@ -110,11 +110,16 @@ type goodputInfo struct {
 	goodput    float64
 	categories map[string]float64
 	wall       float64
-	attempts   int64
-	final      bool
-	top        []topRank
-	message    string
-	at         time.Time
+	// live says the figures are the metrics' of the latest tick, newer
+	// than the last record; unsettled is the part of the wall time not
+	// settled into a category yet (live only).
+	live      bool
+	unsettled float64
+	attempts  int64
+	final     bool
+	top       []topRank
+	message   string
+	at        time.Time
 }
 
 type topRank struct {

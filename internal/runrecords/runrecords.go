@@ -27,6 +27,19 @@ const (
 	StepIteration = attrkey.MegatronIteration
 )
 
+// The goodput metrics, written at every tick while a run is live: the
+// settled time by category (a cumulative sum from the run's first span,
+// with TimeCategory), the goodput so far (a gauge stamped with the run's
+// latest span end) and every rank's straggler time (a cumulative sum, with
+// the rank's identity).
+//
+//nolint:gosec // G101: metric names, no credential
+const (
+	RunTime           = "nemo.run.time"
+	RunGoodput        = "nemo.run.goodput"
+	RankStragglerTime = "nemo.rank.straggler_time"
+)
+
 // The records' event names (the event.name attribute).
 const (
 	EventName    = "event.name"

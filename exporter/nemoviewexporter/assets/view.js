@@ -18,7 +18,7 @@
   const CATEGORY_COLOURS = {
     productive: "#0072b2", straggler: "#e69f00", startup: "#56b4e9", checkpoint_load: "#cc79a7",
     checkpoint_save: "#f0e442", evaluation: "#009e73", stalled: "#d55e00", lost_progress: "#000000",
-    restart: "#882255", other: "#cccccc",
+    restart: "#882255", other: "#cccccc", not_settled_yet: "repeating-linear-gradient(45deg, #ddd 0 4px, #fff 4px 8px)",
   };
 
   function el(tag, text, cls) {
@@ -107,13 +107,18 @@
   function renderGoodput(g) {
     const bar = document.getElementById("goodput-bar"), list = document.getElementById("goodput-list"), text = document.getElementById("goodput-text");
     bar.replaceChildren(); list.replaceChildren();
-    if (!g) { text.textContent = "No goodput record yet (nemo_steps emits one every goodput interval and when the run ends)."; bar.hidden = true; return; }
+    if (!g) { text.textContent = "No goodput yet: nemo_steps sends it from the run's first decided step on."; bar.hidden = true; return; }
     bar.hidden = false;
-    const total = g.categories.reduce((a, c) => a + c.seconds, 0) || 1;
+    // Live figures: the time settled by category, and the rest of the wall
+    // time, not settled yet (the steps since the last checkpoint save).
+    const categories = g.live && g.unsettled_seconds > 0 ? g.categories.concat([{ name: "not_settled_yet", seconds: g.unsettled_seconds }]) : g.categories;
+    const total = categories.reduce((a, c) => a + c.seconds, 0) || 1;
     text.textContent = "Goodput " + pct(g.goodput) + " of " + secs(g.wall_seconds) + (g.final ? " (final)" : " so far") +
-      (g.attempts > 1 ? ", " + g.attempts + " attempts" : "") + ". " + g.message;
+      (g.live ? " (live, every tick)" : "") + (g.attempts > 1 ? ", " + g.attempts + " attempts" : "") + ". " +
+      (g.live && g.message ? "Last record: " + g.message : g.message);
     text.dataset.goodput = String(g.goodput);
-    for (const c of g.categories.slice().sort((a, b) => b.seconds - a.seconds)) {
+    text.dataset.live = String(Boolean(g.live));
+    for (const c of categories.slice().sort((a, b) => b.seconds - a.seconds)) {
       const share = c.seconds / total;
       if (share > 0) {
         const s = el("span");
@@ -262,7 +267,7 @@
     });
     fill(document.querySelector("#stragglers tbody"), rows, "No straggler step (below a score threshold of " + d.thresholds.relative + " relative or " + d.thresholds.individual + " individual).", 6);
     const top = (d.goodput_detail && d.goodput_detail.top_ranks) || [];
-    fill(document.querySelector("#top-ranks tbody"), top.map((t) => row([t.rank, t.host || "", t.seconds.toFixed(3)])), "None yet (from the goodput record).", 3);
+    fill(document.querySelector("#top-ranks tbody"), top.map((t) => row([t.rank, t.host || "", t.seconds.toFixed(3)])), "None yet.", 3);
   }
 
   function renderStalls(stalls) {
