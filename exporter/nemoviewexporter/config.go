@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
 )
 
@@ -34,6 +35,11 @@ type Config struct {
 	IndividualThreshold float64 `mapstructure:"individual_threshold"`
 	// RefreshInterval is how often an open page fetches the run again.
 	RefreshInterval time.Duration `mapstructure:"refresh_interval"`
+	// Storage, when set, is a storage extension (file_storage) the runs
+	// are saved to every SaveInterval and at shutdown, and read back from
+	// at start: the pages survive a collector restart.
+	Storage      *component.ID `mapstructure:"storage"`
+	SaveInterval time.Duration `mapstructure:"save_interval"`
 }
 
 // Validate checks the limits and thresholds, naming the key to fix.
@@ -57,6 +63,9 @@ func (c *Config) Validate() error {
 		if th.v < 0 || th.v > 1 {
 			errs = append(errs, fmt.Errorf("%s: %v; must be between 0 (off) and 1, as in nemo_steps", th.key, th.v))
 		}
+	}
+	if c.Storage != nil && c.SaveInterval < time.Second {
+		errs = append(errs, fmt.Errorf("save_interval: %s; must be at least 1s (each save writes every run that changed)", c.SaveInterval))
 	}
 	if c.RefreshInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("refresh_interval: %s; must be at least 100ms", c.RefreshInterval))

@@ -25,6 +25,10 @@ func TestConfig(t *testing.T) {
 		assert.Contains(t, err.Error(), key)
 	}
 
+	saving := createDefaultConfig().(*Config)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"storage": "file_storage/queue", "save_interval": "10ms"}).Unmarshal(saving))
+	assert.ErrorContains(t, confmap.Validate(saving), "save_interval: 10ms; must be at least 1s")
+
 	off := createDefaultConfig().(*Config)
 	require.NoError(t, confmap.NewFromStringMap(map[string]any{"enabled": false, "endpoint": ""}).Unmarshal(off))
 	assert.NoError(t, confmap.Validate(off), "off needs no endpoint")

@@ -27,6 +27,8 @@ const (
 	defaultMaxRanks  = 2048
 	defaultThreshold = 0.7
 	defaultRefresh   = 2 * time.Second
+	// defaultSaveInterval is how often the runs are saved with storage set.
+	defaultSaveInterval = time.Minute
 )
 
 // NewFactory returns the factory of the nemo_view exporter.
@@ -53,6 +55,7 @@ func createDefaultConfig() component.Config {
 		RelativeThreshold:   defaultThreshold,
 		IndividualThreshold: defaultThreshold,
 		RefreshInterval:     defaultRefresh,
+		SaveInterval:        defaultSaveInterval,
 	}
 }
 
@@ -63,7 +66,7 @@ type factory struct {
 }
 
 func (f *factory) acquire(set exporter.Settings, cfg *Config) (*sharedcomponent.Component[*view], []exporterhelper.Option, error) {
-	shared, err := f.views.Acquire(cfg, func() (*view, error) { return newView(cfg, set.TelemetrySettings), nil })
+	shared, err := f.views.Acquire(cfg, func() (*view, error) { return newView(cfg, set.ID, set.TelemetrySettings), nil })
 	if err != nil {
 		return nil, nil, err
 	}
