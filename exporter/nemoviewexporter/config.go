@@ -40,6 +40,23 @@ type Config struct {
 	// at start: the pages survive a collector restart.
 	Storage      *component.ID `mapstructure:"storage"`
 	SaveInterval time.Duration `mapstructure:"save_interval"`
+	// Hosts is the fleet's page (/hosts): every host across the runs.
+	Hosts HostsConfig `mapstructure:"hosts"`
+}
+
+// HostsConfig sets what /hosts counts and when a host goes on its drain
+// list.
+type HostsConfig struct {
+	// Window is how far back a host's counts go.
+	Window time.Duration `mapstructure:"window"`
+	// MaxHosts is the number of hosts tracked, the first seen; the page
+	// counts the others.
+	MaxHosts int `mapstructure:"max_hosts"`
+	// DrainAfterRuns puts a host on the drain list once it cost this many
+	// runs in the window: a straggler in StragglerStepsPerRun of a run's
+	// steps or more, the culprit of a stall, or lost in a stall.
+	DrainAfterRuns       int   `mapstructure:"drain_after_runs"`
+	StragglerStepsPerRun int64 `mapstructure:"straggler_steps_per_run"`
 }
 
 // Validate checks the limits and thresholds, naming the key to fix.
@@ -62,6 +79,17 @@ func (c *Config) Validate() error {
 	}{{"relative_threshold", c.RelativeThreshold}, {"individual_threshold", c.IndividualThreshold}} {
 		if th.v < 0 || th.v > 1 {
 			errs = append(errs, fmt.Errorf("%s: %v; must be between 0 (off) and 1, as in nemo_steps", th.key, th.v))
+		}
+	}
+	if c.Hosts.Window < time.Minute {
+		errs = append(errs, fmt.Errorf("hosts::window: %s; must be at least 1m (a host's counts go back that far)", c.Hosts.Window))
+	}
+	for _, l := range []struct {
+		key string
+		v   int64
+	}{{"hosts::max_hosts", int64(c.Hosts.MaxHosts)}, {"hosts::drain_after_runs", int64(c.Hosts.DrainAfterRuns)}, {"hosts::straggler_steps_per_run", c.Hosts.StragglerStepsPerRun}} {
+		if l.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: %d; must be positive", l.key, l.v))
 		}
 	}
 	if c.Storage != nil && c.SaveInterval < time.Second {

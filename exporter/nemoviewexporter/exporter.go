@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter/internal/metadata"
 )
 
 // view is the exporter shared by the metrics and logs pipelines: the store
@@ -28,6 +30,8 @@ type view struct {
 	store    *store
 	server   *http.Server
 	serveErr sync.WaitGroup
+	// telemetry reports the fleet's hosts.
+	telemetry *metadata.TelemetryBuilder
 	// persist saves the runs with storage set; stopSaving ends its loop.
 	persist    *persister
 	stopSaving chan struct{}
@@ -44,6 +48,14 @@ func (v *view) Start(ctx context.Context, host component.Host) error {
 		return nil
 	}
 	if err := v.startSaving(ctx, host); err != nil {
+		return fmt.Errorf("nemo_view: %w", err)
+	}
+	tb, err := metadata.NewTelemetryBuilder(v.set)
+	if err != nil {
+		return fmt.Errorf("nemo_view: %w", err)
+	}
+	v.telemetry = tb
+	if err := hostMetrics(tb, v.store); err != nil {
 		return fmt.Errorf("nemo_view: %w", err)
 	}
 	ln, err := v.cfg.ServerConfig.ToListener(ctx)
@@ -69,6 +81,9 @@ func (v *view) Start(ctx context.Context, host component.Host) error {
 // and saves the runs.
 func (v *view) Shutdown(ctx context.Context) error {
 	var errs []error
+	if v.telemetry != nil {
+		v.telemetry.Shutdown()
+	}
 	if v.server != nil {
 		errs = append(errs, v.server.Shutdown(ctx))
 		v.serveErr.Wait()

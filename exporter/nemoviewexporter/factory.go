@@ -56,6 +56,10 @@ func createDefaultConfig() component.Config {
 		IndividualThreshold: defaultThreshold,
 		RefreshInterval:     defaultRefresh,
 		SaveInterval:        defaultSaveInterval,
+		Hosts: HostsConfig{
+			Window: 7 * 24 * time.Hour, MaxHosts: 10000,
+			DrainAfterRuns: 2, StragglerStepsPerRun: 3,
+		},
 	}
 }
 

@@ -185,6 +185,9 @@ func (s *store) addMetrics(md pmetric.Metrics) {
 	for key, l := range live {
 		r := s.runFor(key, l.id.id, l.id.group, l.service)
 		r.addLive(l, r.updated)
+		for rank, t := range l.ranks {
+			s.fleet.stragglerTime(t.host, key, rank, t.seconds, r.updated, s.limits.hosts)
+		}
 	}
 }
 
@@ -222,8 +225,12 @@ func (s *store) addRecord(rec plog.LogRecord, resource pcommon.Map, service stri
 	switch event {
 	case runrecords.EventStalled:
 		r.addStall(attrs, rec.Body().AsString(), at)
+		st := r.stalls[len(r.stalls)-1]
+		s.fleet.stall(r.key, st.hosts, st.lostHosts, s.now(), s.limits.hosts)
 	case runrecords.EventResumed:
-		r.resume(attrs, at)
+		if st, ok := r.resume(attrs, at); ok {
+			s.fleet.stalled(r.key, st.hosts, st.seconds, s.now(), s.limits.hosts)
+		}
 	case runrecords.EventGoodput:
 		r.goodput = goodputOf(attrs, rec.Body().AsString(), at)
 	}
@@ -258,15 +265,17 @@ func (r *run) addStall(attrs pcommon.Map, body string, at time.Time) {
 	r.stalled = true
 }
 
-func (r *run) resume(attrs pcommon.Map, at time.Time) {
+// resume ends the run's ongoing stall, and returns it (false: none was).
+func (r *run) resume(attrs pcommon.Map, at time.Time) (stallInfo, bool) {
 	if len(r.stalls) == 0 || !r.stalls[len(r.stalls)-1].ongoing {
-		return
+		return stallInfo{}, false
 	}
 	st := &r.stalls[len(r.stalls)-1]
 	if v, ok := attrs.Get(runrecords.StallSeconds); ok {
 		st.seconds = number(v)
 	}
 	r.endStall(at)
+	return *st, true
 }
 
 func (r *run) endStall(at time.Time) {

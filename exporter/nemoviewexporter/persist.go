@@ -24,6 +24,7 @@ import (
 
 const (
 	indexKey  = "runs"
+	hostsKey  = "hosts"
 	runPrefix = "run/"
 	// savedVersion is the layout of savedRun; a file of another layout is
 	// not read (the pages start empty, with a warning).
@@ -208,6 +209,12 @@ func (p *persister) load(ctx context.Context, s *store) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if raw, err := p.client.Get(ctx, hostsKey); err == nil && raw != nil {
+		f := newFleet()
+		if gob.NewDecoder(bytes.NewReader(raw)).Decode(f) == nil {
+			s.fleet = f
+		}
+	}
 	for _, key := range idx.Keys {
 		raw, err := p.client.Get(ctx, runPrefix+key)
 		if err != nil {
@@ -230,6 +237,7 @@ func (p *persister) save(ctx context.Context, s *store) error {
 	s.mu.Lock()
 	var ops []*storage.Operation
 	written := map[string]time.Time{}
+	fleetWritten := false
 	keys := slices.Sorted(maps.Keys(s.runs))
 	for _, key := range keys {
 		r := s.runs[key]
@@ -243,6 +251,15 @@ func (p *persister) save(ctx context.Context, s *store) error {
 		}
 		ops = append(ops, storage.SetOperation(runPrefix+key, buf.Bytes()))
 		written[key] = r.updated
+	}
+	if s.fleet.changed {
+		var buf bytes.Buffer
+		if err := gob.NewEncoder(&buf).Encode(s.fleet); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		ops = append(ops, storage.SetOperation(hostsKey, buf.Bytes()))
+		s.fleet.changed, fleetWritten = false, true
 	}
 	var gone []string
 	for key := range p.saved {
@@ -260,6 +277,9 @@ func (p *persister) save(ctx context.Context, s *store) error {
 		return err
 	}
 	if err := p.client.Batch(ctx, append(ops, storage.SetOperation(indexKey, buf.Bytes()))...); err != nil {
+		s.mu.Lock()
+		s.fleet.changed = s.fleet.changed || fleetWritten
+		s.mu.Unlock()
 		return err // written again next time
 	}
 	maps.Copy(p.saved, written)

@@ -52,7 +52,7 @@ func (mapClient) Close(context.Context) error { return nil }
 // TestRunsSurviveARestart: nemo_steps' own outputs (its golden stall
 // case with a pipeline stage and its goodput case, metrics and records)
 // make two runs; saved and read back into a new store, both pages are the
-// same, every field of the JSON; a run the store evicted is deleted at
+// same, every field of the JSON, and so is /hosts; a run the store evicted is deleted at
 // the next save, and only runs that changed are written again.
 func TestRunsSurviveARestart(t *testing.T) {
 	s := testStore(10, 100, 10)
@@ -70,7 +70,7 @@ func TestRunsSurviveARestart(t *testing.T) {
 	p := &persister{client: client, saved: map[string]time.Time{}}
 	require.NoError(t, p.save(t.Context(), s))
 	written := len(client)
-	require.Equal(t, 3, written, "the list and two runs")
+	require.Equal(t, 4, written, "the list, the hosts and two runs")
 
 	again := testStore(10, 100, 10)
 	n, err := (&persister{client: client, saved: map[string]time.Time{}}).load(t.Context(), again)
@@ -87,6 +87,8 @@ func TestRunsSurviveARestart(t *testing.T) {
 		gj, _ := json.Marshal(got)
 		assert.JSONEq(t, string(wj), string(gj), sum.Key)
 	}
+	assert.Equal(t, s.hosts(), again.hosts(), "the fleet's hosts")
+	assert.NotEmpty(t, s.hosts().Hosts)
 	assert.Positive(t, iterations, "the heatmaps were compared")
 	assert.Positive(t, stalls, "the stalls were compared")
 

@@ -56,6 +56,8 @@ func newHandler(s *store, cfg *Config) http.Handler {
 	mux.HandleFunc("GET /runs/{key}", h.run)
 	mux.HandleFunc("GET /api/runs", h.apiRuns)
 	mux.HandleFunc("GET /api/runs/{key}", h.apiRun)
+	mux.HandleFunc("GET /hosts", h.hosts)
+	mux.HandleFunc("GET /api/hosts", h.apiHosts)
 	mux.HandleFunc("GET /assets/view.js", h.asset("text/javascript; charset=utf-8", js))
 	mux.HandleFunc("GET /assets/view.css", h.asset("text/css; charset=utf-8", css))
 	return securityHeaders(mux)
@@ -132,6 +134,19 @@ func render(w http.ResponseWriter, name string, p pageData) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(buf.Bytes())
+}
+
+func (h *handler) hosts(w http.ResponseWriter, _ *http.Request) {
+	data, err := json.Marshal(h.store.hosts())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	render(w, "hosts.html", pageData{Title: "Hosts", Refresh: h.refresh, Data: template.JS(data)}) //nolint:gosec // G203: as in index
+}
+
+func (h *handler) apiHosts(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.store.hosts())
 }
 
 func (h *handler) apiRuns(w http.ResponseWriter, _ *http.Request) {

@@ -16,12 +16,17 @@ type limits struct {
 	runs, steps, ranks int
 	// stragglers marks a rank step as a straggler, as nemo_steps does.
 	stragglers stepbusy.Thresholds
+	hosts      hostLimits
 }
 
 func limitsOf(cfg *Config) limits {
 	return limits{
 		runs: cfg.MaxRuns, steps: cfg.MaxSteps, ranks: cfg.MaxRanks,
 		stragglers: stepbusy.Thresholds{Relative: cfg.RelativeThreshold, Individual: cfg.IndividualThreshold},
+		hosts: hostLimits{
+			window: cfg.Hosts.Window, maxHosts: cfg.Hosts.MaxHosts,
+			drainRuns: cfg.Hosts.DrainAfterRuns, stragglerSteps: cfg.Hosts.StragglerStepsPerRun,
+		},
 	}
 }
 
@@ -38,10 +43,12 @@ type store struct {
 	limits limits
 	now    func() time.Time
 	runs   map[string]*run
+	// fleet is every host across the runs (/hosts).
+	fleet *fleet
 }
 
 func newStore(l limits, now func() time.Time) *store {
-	return &store{limits: l, now: now, runs: map[string]*run{}}
+	return &store{limits: l, now: now, runs: map[string]*run{}, fleet: newFleet()}
 }
 
 // run is one run (and worker group) as the pages show it.
@@ -141,6 +148,7 @@ func (s *store) runFor(key, id, group, service string) *run {
 				}
 			}
 			delete(s.runs, oldest.key)
+			s.fleet.forget(oldest.key)
 		}
 		r = &run{key: key, id: id, group: group, slots: map[int64]int{}, steps: map[int64]*step{}, lastIter: math.MinInt64}
 		s.runs[key] = r
@@ -203,6 +211,7 @@ func (s *store) addStep(r *run, rs *rankStep) {
 	for len(st.cells) <= slot {
 		st.cells = append(st.cells, cell{})
 	}
+	fresh := !st.cells[slot].present // not a rank step sent again
 	c := cell{busy: float32(rs.busy), duration: float32(rs.duration), present: true}
 	if rs.hasRel {
 		c.relative = quantize(rs.relative)
@@ -210,7 +219,11 @@ func (s *store) addStep(r *run, rs *rankStep) {
 	st.cells[slot] = c
 	st.end = max(st.end, rs.end)
 	r.lastIter = max(r.lastIter, rs.iteration)
-	if s.straggles(rs) {
+	straggles := s.straggles(rs)
+	if fresh {
+		s.fleet.step(r.ranks[slot].host, r.key, straggles, s.now(), s.limits.hosts)
+	}
+	if straggles {
 		r.stragglers = append(r.stragglers, stragglerStep{
 			rank: rs.rank, iteration: rs.iteration, host: r.ranks[slot].host,
 			relative: rs.relative, individual: rs.individual, busy: rs.busy,

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
-	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
 // stepPoints appends one rank step's gauges as nemo_steps emits them: the
@@ -53,7 +52,9 @@ func stepPoints(md pmetric.Metrics, run string, rank, iteration int64, host stri
 }
 
 func testStore(runs, steps, ranks int) *store {
-	return newStore(limits{runs: runs, steps: steps, ranks: ranks, stragglers: stepbusy.Thresholds{Relative: 0.7, Individual: 0.7}}, time.Now)
+	l := limitsOf(createDefaultConfig().(*Config)) // thresholds 0.7, the hosts' defaults
+	l.runs, l.steps, l.ranks = runs, steps, ranks
+	return newStore(l, time.Now)
 }
 
 func TestStepsMakeTheHeatmapAndStragglers(t *testing.T) {

@@ -256,23 +256,38 @@
     return "Slow ranks: " + named.join(", ") + (ranks.length > 5 ? ", and " + (ranks.length - 5) + " more" : "") + ".";
   }
 
+  // A host links to its row on /hosts (plain text on a saved page).
+  function hostLink(name) {
+    if (!name) return "";
+    if (body.dataset.static === "true") return name;
+    const a = el("a", name);
+    a.href = "/hosts#host-" + encodeURIComponent(name);
+    a.className = "host";
+    return a;
+  }
+  function hostLinks(names) {
+    const span = el("span");
+    names.forEach((n, i) => { if (i) span.appendChild(document.createTextNode(", ")); const l = hostLink(n); span.appendChild(l instanceof Node ? l : document.createTextNode(l)); });
+    return span;
+  }
+
   function renderStragglers(d) {
     const all = d.stragglers || [];
     document.getElementById("slow-ranks").textContent = slowRanks(d);
     document.getElementById("straggler-ranks").textContent = all.length > 20 ? "The newest 20 of " + all.length + " straggler steps held; all of them in the JSON." : "";
     const rows = all.slice().reverse().slice(0, 20).map((s) => {
-      const tr = row([s.rank, s.host || "", s.iteration, s.relative_score.toFixed(3), s.individual_score.toFixed(3), s.busy_seconds.toFixed(3)]);
+      const tr = row([s.rank, hostLink(s.host), s.iteration, s.relative_score.toFixed(3), s.individual_score.toFixed(3), s.busy_seconds.toFixed(3)]);
       tr.dataset.rank = String(s.rank); tr.dataset.iteration = String(s.iteration);
       return tr;
     });
     fill(document.querySelector("#stragglers tbody"), rows, "No straggler step (below a score threshold of " + d.thresholds.relative + " relative or " + d.thresholds.individual + " individual).", 6);
     const top = (d.goodput_detail && d.goodput_detail.top_ranks) || [];
-    fill(document.querySelector("#top-ranks tbody"), top.map((t) => row([t.rank, t.host || "", t.seconds.toFixed(3)])), "None yet.", 3);
+    fill(document.querySelector("#top-ranks tbody"), top.map((t) => row([t.rank, hostLink(t.host), t.seconds.toFixed(3)])), "None yet.", 3);
   }
 
   function renderStalls(stalls) {
     const rows = stalls.slice().reverse().map((s) => {
-      const tr = row([s.kind, s.iteration, s.culprit_ranks.join(", ") || "none named", s.culprit_hosts.join(", "),
+      const tr = row([s.kind, s.iteration, s.culprit_ranks.join(", ") || "none named", hostLinks(s.culprit_hosts),
         s.first_stage != null ? s.first_stage : "", s.start, s.ongoing ? "ongoing (" + secs(s.seconds) + " so far)" : secs(s.seconds), s.message]);
       tr.dataset.kind = s.kind;
       return tr;
@@ -289,7 +304,33 @@
     },
   };
 
-  if (body.dataset.page === "index") {
+  // ---- the fleet's hosts -----------------------------------------------
+  function span(seconds) { return seconds >= 2 * 86400 ? (seconds / 86400).toFixed(0) + " days" : seconds >= 7200 ? (seconds / 3600).toFixed(0) + " hours" : secs(seconds); }
+  function renderHosts(d) {
+    document.getElementById("drain-rule").textContent = "Hosts that cost at least " + d.drain_thresholds.costly_runs +
+      " runs in the last " + span(d.window_seconds) + " (a straggler in " + d.drain_thresholds.straggler_steps_per_run +
+      " or more of a run's steps, the culprit of a stall, or lost in one). JSON for a scheduler: /api/hosts, .drain.";
+    document.getElementById("hosts-summary").textContent = d.hosts.length + " hosts in the last " + span(d.window_seconds) + ", the costliest first" +
+      (d.hosts_not_tracked ? "; " + d.hosts_not_tracked + " more not tracked (max_hosts)." : ".");
+    fill(document.querySelector("#drain tbody"), d.drain.map((h) => {
+      const tr = row([h.host, h.reasons.join("; "), secs(h.cost_seconds)]);
+      tr.dataset.host = h.host;
+      return tr;
+    }), "No host to drain.", 3);
+    fill(document.querySelector("#hosts tbody"), d.hosts.map((h) => {
+      const tr = row([h.host, h.runs, h.costly_runs, h.rank_steps, h.straggler_steps + " (" + pct(h.straggler_share) + ")",
+        secs(h.straggler_seconds), h.culprit_stalls, secs(h.stalled_seconds), h.lost, h.last_seen]);
+      tr.id = "host-" + encodeURIComponent(h.host);
+      tr.dataset.host = h.host;
+      if (h.drain) tr.className = "drain";
+      return tr;
+    }), "No host yet: the hosts come from the ranks' host.name.", 10);
+  }
+
+  if (body.dataset.page === "hosts") {
+    renderHosts(initial);
+    poll("/api/hosts", renderHosts);
+  } else if (body.dataset.page === "index") {
     renderIndex(initial || []);
     poll("/api/runs", renderIndex);
   } else if (body.dataset.page === "run") {
