@@ -22,10 +22,12 @@ GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-li
 CONFIG      ?= configs/file.yaml
 export GOFLAGS ?= -buildvcs=false
 
-# The Go sources the binary is built from: a change to one rebuilds it. Test
+# The Go sources the binary is built from, and the pages' embedded assets: a
+# change to one rebuilds it. Test
 # support is left out: internal/testing/ (`make lint` checks that the binary
 # links none of it) and mdatagen's internal/metadatatest packages.
-COMPONENT_SRC := $(shell find exporter processor connector confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' ! -path 'internal/testing/*' ! -path '*/internal/metadatatest/*' 2>/dev/null)
+COMPONENT_SRC := $(shell find exporter processor connector confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' ! -path 'internal/testing/*' ! -path '*/internal/metadatatest/*' 2>/dev/null) \
+                 $(shell find exporter -path '*/assets/*' -type f 2>/dev/null)
 # The Go modules `make test` and `make lint` cover: the components (the root
 # module), and e2e/ and bench/, each a module of its own so that a
 # distribution importing the components does not inherit what only the

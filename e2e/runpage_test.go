@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -186,6 +187,8 @@ func TestRunPageInAHeadlessBrowser(t *testing.T) {
 				t.Errorf("heatmap pixels: straggler %v, fast rank %v; want different colors", hung.Slow, hung.Fast)
 			}
 
+			checkTimeline(browser, t, page, base, run, filepath.Join(shots, file+"-timeline.png"))
+
 			// After the relaunch, to the end.
 			runJob(t, second)
 			final := finalGoodput(t, dir, run)
@@ -309,4 +312,67 @@ func finalGoodput(t *testing.T, dir, run string) string {
 		return false
 	})
 	return g
+}
+
+// timelineRow is a row of the page's step timeline.
+type timelineRow struct {
+	Rank string  `json:"rank"`
+	Role string  `json:"role"`
+	FB   float64 `json:"fb"`
+	Bars int     `json:"bars"`
+}
+
+// checkTimeline opens the newest straggler step of the goodput run (rank 2
+// on gp-node-b, computing 3 s where the others compute 2 s) as a
+// timeline from its row: the straggler's row first, its forward_backward
+// bar half again as long as the export rank's (rank 3), a median rank's
+// row from the step metrics; the Chrome trace download has a thread per
+// row and the straggler's forward_backward of 3 s.
+func checkTimeline(browser context.Context, t *testing.T, page, base, run, shot string) {
+	t.Helper()
+	if err := chromedp.Do(browser, chromedp.Navigate(page), chromedp.WaitReady(`body[data-rendered="true"]`),
+		chromedp.Click(`#stragglers tbody tr[data-rank] button.open-timeline`),
+		chromedp.WaitVisible(`#timeline .tl-row`)); err != nil {
+		t.Fatalf("open a straggler step's timeline: %v", err)
+	}
+	rows, err := chromedp.Run(browser, chromedp.Evaluate[[]timelineRow](`Array.from(document.querySelectorAll("#timeline .tl-row")).map((r) => {
+	  const fb = r.querySelector('.tl-bar[data-name="megatron.forward_backward"]');
+	  return {rank: r.dataset.rank, role: r.dataset.role, fb: fb ? +fb.dataset.ms : 0, bars: r.querySelectorAll(".tl-bar").length};
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	screenshot(browser, t, shot)
+	if len(rows) != 3 || rows[0].Rank != "2" || rows[0].Role != "straggler" || rows[1].Rank != "3" || rows[1].Role != "export" || rows[2].Role != "median" {
+		t.Fatalf("timeline rows %+v, want the straggler (rank 2), the export rank (3), a median rank", rows)
+	}
+	if got := rows[0].FB / rows[1].FB; math.Abs(got-1.5) > 0.01 {
+		t.Errorf("the straggler's forward_backward %.0f ms, the export rank's %.0f ms: ratio %.3f, want 1.5", rows[0].FB, rows[1].FB, got)
+	}
+	iteration, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.getElementById("timeline-iteration").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trace struct {
+		TraceEvents []struct {
+			Name string  `json:"name"`
+			Ph   string  `json:"ph"`
+			Tid  int64   `json:"tid"`
+			Dur  float64 `json:"dur"`
+		} `json:"traceEvents"`
+	}
+	getJSON(t, fmt.Sprintf("%s/api/runs/%s/steps/%s/trace.json", base, url.PathEscape(run), iteration), &trace)
+	threads := map[int64]bool{}
+	var fb float64
+	for _, ev := range trace.TraceEvents {
+		if ev.Ph == "M" && ev.Name == "thread_name" {
+			threads[ev.Tid] = true
+		}
+		if ev.Ph == "X" && ev.Tid == 2 && ev.Name == "megatron.forward_backward" {
+			fb = ev.Dur
+		}
+	}
+	if len(threads) != 3 || math.Abs(fb-3e6) > 1e3 {
+		t.Errorf("Chrome trace: %d threads, the straggler's forward_backward %.0f µs; want 3 and 3,000,000", len(threads), fb)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter/internal/metadata"
@@ -137,6 +138,13 @@ func (v *view) startSaving(ctx context.Context, host component.Host) error {
 func (v *view) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	if v.cfg.Enabled {
 		v.store.addMetrics(md)
+	}
+	return nil
+}
+
+func (v *view) consumeTraces(_ context.Context, td ptrace.Traces) error {
+	if v.cfg.Enabled {
+		v.store.addTraces(td)
 	}
 	return nil
 }

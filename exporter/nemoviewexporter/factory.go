@@ -40,6 +40,7 @@ func NewFactory() exporter.Factory {
 		createDefaultConfig,
 		exporter.WithMetrics(f.createMetrics, metadata.MetricsStability),
 		exporter.WithLogs(f.createLogs, metadata.LogsStability),
+		exporter.WithTraces(f.createTraces, metadata.TracesStability),
 	)
 }
 
@@ -103,6 +104,21 @@ func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg com
 		return nil, err
 	}
 	exp, err := exporterhelper.NewLogs(ctx, set, cfg, shared.Unwrap().consumeLogs, opts...)
+	if err != nil {
+		_ = shared.Shutdown(ctx) // release this user: the view was never started
+		return nil, err
+	}
+	return exp, nil
+}
+
+// createTraces takes the spans the collector kept (after rank_strategy),
+// for the step timelines.
+func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	shared, opts, err := f.acquire(set, cfg.(*Config))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewTraces(ctx, set, cfg, shared.Unwrap().consumeTraces, opts...)
 	if err != nil {
 		_ = shared.Shutdown(ctx) // release this user: the view was never started
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 )
 
 // The pages' HTML, script and style, embedded: clusters are often offline,
@@ -56,6 +57,8 @@ func newHandler(s *store, cfg *Config) http.Handler {
 	mux.HandleFunc("GET /runs/{key}", h.run)
 	mux.HandleFunc("GET /api/runs", h.apiRuns)
 	mux.HandleFunc("GET /api/runs/{key}", h.apiRun)
+	mux.HandleFunc("GET /api/runs/{key}/steps/{iteration}", h.apiTimeline)
+	mux.HandleFunc("GET /api/runs/{key}/steps/{iteration}/trace.json", h.chromeTrace)
 	mux.HandleFunc("GET /hosts", h.hosts)
 	mux.HandleFunc("GET /api/hosts", h.apiHosts)
 	mux.HandleFunc("GET /assets/view.js", h.asset("text/javascript; charset=utf-8", js))
@@ -147,6 +150,36 @@ func (h *handler) hosts(w http.ResponseWriter, _ *http.Request) {
 
 func (h *handler) apiHosts(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, h.store.hosts())
+}
+
+// timelineOf is the step the request names, or an answer saying why not.
+func (h *handler) timelineOf(w http.ResponseWriter, r *http.Request) (timelineJSON, bool) {
+	it, err := strconv.ParseInt(r.PathValue("iteration"), 10, 64)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the iteration must be an integer"})
+		return timelineJSON{}, false
+	}
+	tl, ok := h.store.timeline(r.PathValue("key"), it)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such run, or no step of that iteration held (max_steps)"})
+	}
+	return tl, ok
+}
+
+func (h *handler) apiTimeline(w http.ResponseWriter, r *http.Request) {
+	if tl, ok := h.timelineOf(w, r); ok {
+		writeJSON(w, http.StatusOK, tl)
+	}
+}
+
+// chromeTrace is the step as a Chrome trace-event file, a download.
+func (h *handler) chromeTrace(w http.ResponseWriter, r *http.Request) {
+	tl, ok := h.timelineOf(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="nemo-run-%s-step-%d.trace.json"`, unsafeFilename.ReplaceAllString(tl.Run, "_"), tl.Iteration))
+	writeJSON(w, http.StatusOK, tl.chromeTrace())
 }
 
 func (h *handler) apiRuns(w http.ResponseWriter, _ *http.Request) {

@@ -45,6 +45,8 @@ type store struct {
 	runs   map[string]*run
 	// fleet is every host across the runs (/hosts).
 	fleet *fleet
+	// seq orders the kept ranks' updates (timeline.go).
+	seq uint64
 }
 
 func newStore(l limits, now func() time.Time) *store {
@@ -68,6 +70,8 @@ type run struct {
 	stalls     []stallInfo
 	stalled    bool
 	goodput    *goodputInfo
+	// kept are the spans kept of its ranks, for the step timelines.
+	kept map[int64]*keptRank
 }
 
 type rankInfo struct {

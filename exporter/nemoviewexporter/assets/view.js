@@ -164,27 +164,43 @@
   }
 
   // The heatmap: one pixel per cell drawn into an offscreen canvas, scaled
-  // up without smoothing (a 1,000 x 500 map is 500,000 pixels, no DOM nodes).
-  const geom = { cw: 1, ch: 1, rows: 0, cols: 0, left: 0 };
+  // up without smoothing (a 1,000 x 500 map is 500,000 pixels, no DOM nodes),
+  // as wide as the page, the ranks labelled on the left. Past MAX_ROWS
+  // ranks, a row stands for a group of consecutive ranks, coloured by the
+  // slowest of them in each step (a straggler still shows); clicking such a
+  // row zooms in to its ranks.
+  const MAX_ROWS = 600, GUTTER = 180;
+  const geom = { cw: 1, ch: 1, rows: 0, cols: 0, left: GUTTER, group: 1, from: 0, to: 0 };
+  const zoom = { from: 0, to: Infinity };
   function renderHeatmap(d) {
     const cv = document.getElementById("heatmap"), ranks = d.rank_list || [], its = d.iterations || [];
-    const rows = ranks.length, cols = its.length;
-    const cw = Math.max(2, Math.min(24, Math.floor(1100 / Math.max(cols, 1))));
+    const from = Math.min(zoom.from, ranks.length), to = Math.min(zoom.to, ranks.length), n = to - from, cols = its.length;
+    const group = Math.max(1, Math.ceil(n / MAX_ROWS)), rows = Math.ceil(n / group);
+    const avail = Math.max(300, (cv.parentElement.clientWidth || 1100) - GUTTER - 4);
+    const cw = Math.max(2, Math.min(200, Math.floor(avail / Math.max(cols, 1))));
     const ch = Math.max(1, Math.min(20, Math.floor(640 / Math.max(rows, 1))));
-    Object.assign(geom, { cw, ch, rows, cols });
-    cv.width = Math.max(cols * cw, 1); cv.height = Math.max(rows * ch, 1);
-    cv.dataset.rows = String(rows); cv.dataset.cols = String(cols);
+    Object.assign(geom, { cw, ch, rows, cols, group, from, to });
+    cv.width = GUTTER + Math.max(cols * cw, 1); cv.height = Math.max(rows * ch, 1);
+    cv.dataset.rows = String(rows); cv.dataset.cols = String(cols); cv.dataset.group = String(group);
+    document.getElementById("heatmap-all").hidden = from === 0 && to === ranks.length;
     document.getElementById("heatmap-axes").textContent = rows && cols
-      ? "Rows: ranks " + ranks[0].rank + " (top) to " + ranks[rows - 1].rank + " (bottom); columns: iterations " + its[0] + " (left) to " + its[cols - 1] + " (right)."
+      ? "Rows: ranks " + ranks[from].rank + " (top) to " + ranks[to - 1].rank + " (bottom)" +
+        (group > 1 ? ", " + group + " ranks a row (the slowest of them in each step; click a row to zoom in)" : "") +
+        "; columns: iterations " + its[0] + " (left) to " + its[cols - 1] + " (right)."
       : "No step yet.";
     const ctx = cv.getContext("2d");
-    if (!rows || !cols) { ctx.clearRect(0, 0, cv.width, cv.height); cv.dataset.marked = ""; return; }
+    ctx.clearRect(0, 0, cv.width, cv.height);
+    if (!rows || !cols) { cv.dataset.marked = ""; return; }
     const img = new ImageData(cols, rows), px = img.data;
     for (let c = 0; c < cols; c++) {
       const bytes = atob(d.heatmap[c]);
       for (let r = 0; r < rows; r++) {
-        const q = bytes.charCodeAt(r), o = (r * cols + c) * 4;
-        const rgb = q === 0 ? [221, 221, 221] : viridis((q - 1) / 254);
+        let q = 0;
+        for (let k = from + r * group; k < Math.min(to, from + (r + 1) * group); k++) {
+          const v = bytes.charCodeAt(k);
+          if (v && (!q || v < q)) q = v;
+        }
+        const o = (r * cols + c) * 4, rgb = q === 0 ? [221, 221, 221] : viridis((q - 1) / 254);
         px[o] = rgb[0]; px[o + 1] = rgb[1]; px[o + 2] = rgb[2]; px[o + 3] = 255;
       }
     }
@@ -192,34 +208,52 @@
     off.width = cols; off.height = rows;
     off.getContext("2d").putImageData(img, 0, 0);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(off, 0, 0, cols * cw, rows * ch);
+    ctx.drawImage(off, GUTTER, 0, cols * cw, rows * ch);
+    // The labels: every row when it is tall enough, else every few.
+    ctx.fillStyle = "#333"; ctx.font = Math.min(12, Math.max(9, ch)) + "px system-ui, sans-serif"; ctx.textBaseline = "middle";
+    const every = Math.max(1, Math.ceil(12 / ch));
+    for (let r = 0; r < rows; r += every) {
+      const a = ranks[from + r * group], b = ranks[Math.min(to, from + (r + 1) * group) - 1];
+      const text = group === 1 ? "rank " + a.rank + (a.host ? " · " + a.host : "") : "ranks " + a.rank + "–" + b.rank;
+      ctx.fillText(text, 2, Math.max(6, r * ch + ch / 2), GUTTER - 6);
+    }
     // Straggler steps, outlined (black and white: visible on every colour).
     const rowOf = new Map(ranks.map((r, i) => [r.rank, i])), colOf = new Map(its.map((it, i) => [it, i]));
     const marked = [];
     for (const s of d.stragglers || []) {
-      const r = rowOf.get(s.rank), c = colOf.get(s.iteration);
-      if (r === undefined || c === undefined) continue;
+      const i = rowOf.get(s.rank), c = colOf.get(s.iteration);
+      if (i === undefined || c === undefined || i < from || i >= to) continue;
+      const r = Math.floor((i - from) / group), x = GUTTER + c * cw;
       marked.push(s.rank + "@" + s.iteration);
       ctx.lineWidth = 2; ctx.strokeStyle = "#000";
-      ctx.strokeRect(c * cw - 2, r * ch - 2, cw + 4, ch + 4);
+      ctx.strokeRect(x - 2, r * ch - 2, cw + 4, ch + 4);
       ctx.lineWidth = 1; ctx.strokeStyle = "#fff";
-      ctx.strokeRect(c * cw - 0.5, r * ch - 0.5, cw + 1, ch + 1);
+      ctx.strokeRect(x - 0.5, r * ch - 0.5, cw + 1, ch + 1);
     }
     cv.dataset.marked = marked.join(" ");
     if (cursor.set) readCell();
   }
+  // cellAt is display row r and column c: its rank (the slowest of the row's
+  // ranks in that step when a row holds several) and score.
   function cellAt(r, c) {
-    const ranks = run.rank_list, its = run.iterations;
-    const q = atob(run.heatmap[c]).charCodeAt(r);
-    const st = (run.stragglers || []).find((s) => s.rank === ranks[r].rank && s.iteration === its[c]);
-    return { rank: ranks[r].rank, host: ranks[r].host, iteration: its[c], relative: q ? (q - 1) / 254 : null, straggler: st };
+    const ranks = run.rank_list, its = run.iterations, bytes = atob(run.heatmap[c]);
+    const first = geom.from + r * geom.group, last = Math.min(geom.to, first + geom.group) - 1;
+    let k = first;
+    for (let i = first; i <= last; i++) {
+      const v = bytes.charCodeAt(i);
+      if (v && (!bytes.charCodeAt(k) || v < bytes.charCodeAt(k))) k = i;
+    }
+    const q = bytes.charCodeAt(k);
+    const st = (run.stragglers || []).find((s) => s.rank === ranks[k].rank && s.iteration === its[c]);
+    return { rank: ranks[k].rank, host: ranks[k].host, iteration: its[c], relative: q ? (q - 1) / 254 : null, straggler: st,
+      group: last > first ? ranks[first].rank + "–" + ranks[last].rank : "" };
   }
   function readCell() {
     if (!run || !geom.rows || !geom.cols) return;
     cursor.row = Math.max(0, Math.min(geom.rows - 1, cursor.row));
     cursor.col = Math.max(0, Math.min(geom.cols - 1, cursor.col));
     const c = cellAt(cursor.row, cursor.col);
-    let text = "Rank " + c.rank + (c.host ? " on " + c.host : "") + ", iteration " + c.iteration + ": ";
+    let text = (c.group ? "Ranks " + c.group + ", the slowest: rank " : "Rank ") + c.rank + (c.host ? " on " + c.host : "") + ", iteration " + c.iteration + ": ";
     text += c.relative === null ? "no step" : "relative score " + c.relative.toFixed(2);
     if (c.straggler) text += ", straggler (busy " + secs(c.straggler.busy_seconds) + ", individual score " + c.straggler.individual_score.toFixed(2) + ")";
     document.getElementById("heatmap-readout").textContent = text;
@@ -228,6 +262,7 @@
     const cv = document.getElementById("heatmap");
     cv.addEventListener("keydown", (e) => {
       const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], PageUp: [-10, 0], PageDown: [10, 0], Home: [0, -1e9], End: [0, 1e9] };
+      if (e.key === "Enter" && cursor.set && live) { e.preventDefault(); const c = cellAt(cursor.row, cursor.col); if (c) openTimeline(c.iteration); return; }
       const m = moves[e.key];
       if (!m) return;
       e.preventDefault();
@@ -236,9 +271,68 @@
     });
     cv.addEventListener("mousemove", (e) => {
       const b = cv.getBoundingClientRect();
-      cursor.row = Math.floor((e.clientY - b.top) / geom.ch); cursor.col = Math.floor((e.clientX - b.left) / geom.cw); cursor.set = true;
+      if (e.clientX - b.left < GUTTER) return;
+      cursor.row = Math.floor((e.clientY - b.top) / geom.ch); cursor.col = Math.floor((e.clientX - b.left - GUTTER) / geom.cw); cursor.set = true;
       readCell();
     });
+    cv.addEventListener("click", () => {
+      if (!cursor.set) return;
+      if (geom.group > 1) { // zoom in to this row's ranks and those around them
+        const first = geom.from + cursor.row * geom.group;
+        zoom.from = Math.max(0, Math.min(first - MAX_ROWS / 2, run.rank_list.length - MAX_ROWS)); zoom.to = zoom.from + MAX_ROWS;
+        cursor.row = first - zoom.from;
+        renderHeatmap(run);
+        return;
+      }
+      const c = cellAt(cursor.row, cursor.col);
+      if (c && live) openTimeline(c.iteration);
+    });
+    document.getElementById("heatmap-all").addEventListener("click", () => { zoom.from = 0; zoom.to = Infinity; renderHeatmap(run); });
+  }
+
+  // ---- one iteration as a timeline -------------------------------------
+  // Rows: the straggler, the export rank, the other ranks whose spans were
+  // kept (bars = their spans, nested by depth), and a median rank from its
+  // step metrics (busy, then waiting).
+  function openTimeline(iteration) {
+    const url = "/api/runs/" + encodeURIComponent(body.dataset.key) + "/steps/" + iteration;
+    fetch(url, { cache: "no-store" }).then((r) => (r.ok ? r.json() : null)).then((tl) => { if (tl) renderTimeline(tl, url); }).catch(() => {});
+  }
+  function renderTimeline(tl, url) {
+    const section = document.getElementById("timeline-section"), box = document.getElementById("timeline");
+    section.hidden = false;
+    document.getElementById("timeline-iteration").textContent = String(tl.iteration);
+    document.getElementById("timeline-download").href = url + "/trace.json";
+    const total = Math.max(1e-9, ...tl.rows.map((r) => Math.max(r.step_ms, ...r.spans.map((s) => s.end_ms))));
+    document.getElementById("timeline-text").textContent = "From " + tl.start + ", " + total.toFixed(1) + " ms; " +
+      (tl.rows.some((r) => !r.from_step_metrics) ? "the bars are the spans the collector kept; " : "no span of this iteration was kept (only the export rank's and straggler steps are); ") +
+      "hatched rows are from the step metrics (busy, then waiting).";
+    box.replaceChildren();
+    const pct = (ms) => (100 * ms / total) + "%";
+    for (const r of tl.rows) {
+      const rowEl = el("div", null, "tl-row"), label = el("div", "rank " + r.rank + (r.host ? " on " + r.host : "") + (r.role ? " (" + r.role + ")" : ""), "tl-label");
+      const lane = el("div", null, "tl-lane");
+      rowEl.dataset.rank = String(r.rank); rowEl.dataset.role = r.role || "";
+      const bar = (name, from, to, depth, cls) => {
+        const b = el("div", null, "tl-bar " + cls);
+        b.style.left = pct(from); b.style.width = pct(Math.max(0, to - from)); b.style.top = (depth * 16) + "px";
+        b.title = name + ": " + (to - from).toFixed(2) + " ms";
+        b.dataset.name = name; b.dataset.ms = String(to - from);
+        if ((to - from) / total > 0.08) b.textContent = name;
+        lane.appendChild(b);
+      };
+      let depth = 0;
+      if (r.from_step_metrics) {
+        bar("busy", 0, r.busy_ms, 0, "tl-busy");
+        bar("waiting", r.busy_ms, r.step_ms, 0, "tl-wait");
+      } else {
+        for (const s of r.spans) { bar(s.name, s.start_ms, s.end_ms, s.depth, s.error ? "tl-error" : /grad_sync|recv/.test(s.name) ? "tl-wait" : "tl-span"); depth = Math.max(depth, s.depth); }
+      }
+      lane.style.height = ((depth + 1) * 16) + "px";
+      rowEl.appendChild(label); rowEl.appendChild(lane);
+      box.appendChild(rowEl);
+    }
+    section.scrollIntoView({ block: "nearest" });
   }
 
   // The ranks with straggler steps, most steps first: at 1,000 ranks a
@@ -276,11 +370,14 @@
     document.getElementById("slow-ranks").textContent = slowRanks(d);
     document.getElementById("straggler-ranks").textContent = all.length > 20 ? "The newest 20 of " + all.length + " straggler steps held; all of them in the JSON." : "";
     const rows = all.slice().reverse().slice(0, 20).map((s) => {
-      const tr = row([s.rank, hostLink(s.host), s.iteration, s.relative_score.toFixed(3), s.individual_score.toFixed(3), s.busy_seconds.toFixed(3)]);
+      const open = el("button", "timeline", "open-timeline");
+      open.type = "button";
+      open.addEventListener("click", () => openTimeline(s.iteration));
+      const tr = row([s.rank, hostLink(s.host), s.iteration, s.relative_score.toFixed(3), s.individual_score.toFixed(3), s.busy_seconds.toFixed(3), live ? open : ""]);
       tr.dataset.rank = String(s.rank); tr.dataset.iteration = String(s.iteration);
       return tr;
     });
-    fill(document.querySelector("#stragglers tbody"), rows, "No straggler step (below a score threshold of " + d.thresholds.relative + " relative or " + d.thresholds.individual + " individual).", 6);
+    fill(document.querySelector("#stragglers tbody"), rows, "No straggler step (below a score threshold of " + d.thresholds.relative + " relative or " + d.thresholds.individual + " individual).", 7);
     const top = (d.goodput_detail && d.goodput_detail.top_ranks) || [];
     fill(document.querySelector("#top-ranks tbody"), top.map((t) => row([t.rank, hostLink(t.host), t.seconds.toFixed(3)])), "None yet.", 3);
   }
@@ -298,9 +395,10 @@
   // For scripts and tests: where a cell of the heatmap is drawn.
   window.nemoView = {
     cellCenter(rank, iteration) {
-      const r = run.rank_list.findIndex((x) => x.rank === rank), c = run.iterations.indexOf(iteration);
-      if (r < 0 || c < 0) return null;
-      return { x: Math.floor(c * geom.cw + geom.cw / 2), y: Math.floor(r * geom.ch + geom.ch / 2) };
+      const i = run.rank_list.findIndex((x) => x.rank === rank), c = run.iterations.indexOf(iteration);
+      if (i < geom.from || i >= geom.to || c < 0) return null;
+      const r = Math.floor((i - geom.from) / geom.group);
+      return { x: Math.floor(GUTTER + c * geom.cw + geom.cw / 2), y: Math.floor(r * geom.ch + geom.ch / 2) };
     },
   };
 
