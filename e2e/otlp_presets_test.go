@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +20,22 @@ import (
 const deliveryTimeout = 60 * time.Second
 
 // sinkResult counts what a fake backend kept, per signal, leaving out the
-// collector's own step metrics (nemo.step.*: derived, not sent by a rank).
+// collector's own metrics (nemo_steps': derived, not sent by a rank).
 func sinkResult(s *otlpsink.Sink) lensemu.Result {
 	return lensemu.Result{
 		Spans:      int64(s.Count(otlpsink.Traces)),
-		DataPoints: int64(s.Count(otlpsink.Metrics) - stepPoints(s)),
+		DataPoints: int64(s.Count(otlpsink.Metrics) - derivedPoints(s)),
 		LogRecords: int64(s.Count(otlpsink.Logs)),
 	}
 }
 
-// stepPoints counts the nemo.step.* data points a fake backend received.
-func stepPoints(s *otlpsink.Sink) int {
+// derivedPrefixes start the names of nemo_steps' metrics: the step
+// metrics, and the stall and goodput metrics of runs and ranks (the goodput
+// ones at every tick).
+var derivedPrefixes = []string{"nemo.step.", "nemo.run.", "nemo.rank."}
+
+// derivedPoints counts nemo_steps' data points a fake backend received.
+func derivedPoints(s *otlpsink.Sink) int {
 	n := 0
 	for _, r := range s.Requests() {
 		if r.Signal != otlpsink.Metrics {
@@ -41,7 +47,7 @@ func stepPoints(s *otlpsink.Sink) int {
 			for j := 0; j < sms.Len(); j++ {
 				ms := sms.At(j).Metrics()
 				for k := 0; k < ms.Len(); k++ {
-					if m := ms.At(k); strings.HasPrefix(m.Name(), "nemo.step.") {
+					if m := ms.At(k); slices.ContainsFunc(derivedPrefixes, func(p string) bool { return strings.HasPrefix(m.Name(), p) }) {
 						n += pointCount(m)
 					}
 				}

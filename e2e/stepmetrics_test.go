@@ -214,12 +214,14 @@ func TestStepMetricsOnPrometheus(t *testing.T) {
 			t.Errorf("rank %d relative score %.3f on Prometheus (slow rank: %v)", r, v, slow)
 		}
 	}
-	// The run's goodput, once its job spans ended and it was emitted: every
-	// category's time, the ratio, and the slow rank's straggler time.
-	waitFor(t, deliveryTimeout, "the run's goodput on the Prometheus endpoint", func() bool {
+	// The run's goodput, once its job spans ended and its time settled
+	// (live before: the goodput at every tick, the time once settled):
+	// every category's time, the ratio, and the slow rank's straggler time.
+	waitFor(t, deliveryTimeout, "the run's goodput and the slow rank's straggler time on the Prometheus endpoint", func() bool {
 		body = scrape(scrapeURL)
 		_, ok := testcollector.SumMetric(body, "nemo_run_goodput_ratio", "nemo_run_id="+stepsRunID)
-		return ok
+		v, straggler := testcollector.SumMetric(body, "nemo_rank_straggler_time_seconds_total", "nemo_run_id="+stepsRunID, "nv_dl_rank="+strconv.Itoa(slowRank))
+		return ok && straggler && v > 0
 	})
 	if got := len(seriesOf(body, "nemo_run_time_seconds_total")); got != 10 {
 		t.Errorf("nemo_run_time_seconds_total: %d series, want one per category (10)", got)

@@ -5,9 +5,14 @@ package nemoviewexporter
 
 import (
 	"fmt"
+	"net/http/httptest"
+	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // BenchmarkFleet: the heap /hosts takes per host at max_hosts (10,000
@@ -49,4 +54,55 @@ func BenchmarkFleet(b *testing.B) {
 		f.report(time.Unix(1_000_000, 0), l)
 	}
 	b.ReportMetric(float64(time.Since(start).Milliseconds())/5, "ms/report")
+}
+
+// BenchmarkHostsPageRender: headless chromium opening /hosts over 10,000
+// hosts and 1,000 runs (each run on 80 hosts, 10 of them costly in it)
+// until its script has drawn the table (ms/render), and that fleet's heap
+// (MiB). Needs Debian's chromium.
+func BenchmarkHostsPageRender(b *testing.B) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		b.Skip("chromium not installed (apt-get install chromium)")
+	}
+	cfg := createDefaultConfig().(*Config)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := newStore(limitsOf(cfg), time.Now)
+	now := time.Now()
+	for run := range 1000 {
+		for h := range 80 {
+			host := fmt.Sprintf("node-%05d", (run*80+h*37)%10000)
+			for step := range 20 {
+				s.fleet.step(host, fmt.Sprintf("run-%04d", run), h < 10 && step < 4, now, s.limits.hosts)
+			}
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB")
+	srv := httptest.NewServer(newHandler(s, cfg))
+	defer srv.Close()
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.UserDataDir(b.TempDir()), chromedp.WindowSize(1366, 900))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(b.Context(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	render := chromedp.Steps(chromedp.Navigate(srv.URL+"/hosts"), chromedp.WaitReady(`body[data-rendered="true"]`))
+	if err = chromedp.Do(ctx, render); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for b.Loop() {
+		if err = chromedp.Do(ctx, chromedp.Navigate("about:blank"), render); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/render")
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#hosts tbody tr").length`))
+	if err != nil || rows != 10000 {
+		b.Fatalf("/hosts rows %d (%v), want 10000", rows, err)
+	}
 }
