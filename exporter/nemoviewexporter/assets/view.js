@@ -415,7 +415,12 @@
       tr.dataset.host = h.host;
       return tr;
     }), "No host to drain.", 3);
-    fill(document.querySelector("#hosts tbody"), d.hosts.map((h) => {
+    // The costliest MAX_HOST_ROWS: a table of 10,000 rows takes seconds to
+    // draw, and the hosts worth a look are at its top (all in the JSON).
+    const MAX_HOST_ROWS = 500;
+    document.getElementById("hosts-more").textContent = d.hosts.length > MAX_HOST_ROWS
+      ? "The " + MAX_HOST_ROWS + " costliest of " + d.hosts.length + " hosts; all of them in /api/hosts." : "";
+    fill(document.querySelector("#hosts tbody"), d.hosts.slice(0, MAX_HOST_ROWS).map((h) => {
       const tr = row([h.host, h.runs, h.costly_runs, h.rank_steps, h.straggler_steps + " (" + pct(h.straggler_share) + ")",
         secs(h.straggler_seconds), h.culprit_stalls, secs(h.stalled_seconds), h.lost, h.last_seen]);
       tr.id = "host-" + encodeURIComponent(h.host);
