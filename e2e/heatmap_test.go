@@ -24,7 +24,7 @@ import (
 // every gauge of a rank-step at its step's end, the iteration on the busy
 // time point's exemplar); slow computes three times as long on iteration
 // slowStep.
-func bigRunGauges(run string, ranks, steps int, slow int64, slowStep int64) pmetric.Metrics {
+func bigRunGauges(run string, ranks, steps int, slow, slowStep int64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	rm.Resource().Attributes().PutStr(attrkey.RunID, run)
@@ -77,7 +77,7 @@ const readHeatmap = `(() => {
 // a run's step gauges as nemo_steps emits them, at 1,000 and at 10,000
 // ranks, one rank three times as slow on iteration 3: headless chromium
 // draws a heatmap as wide as the page, at most 600 rows (a row for a
-// group of ranks past that, coloured by its slowest), the slow rank's cell
+// group of ranks past that, colored by its slowest), the slow rank's cell
 // marked and darker than a fast one; a click on the slow rank's row zooms
 // in to one row a rank, the slow rank still marked.
 func TestHeatmapAtScale(t *testing.T) {

@@ -193,7 +193,7 @@ func runPage(t *testing.T, viewPort int, run string) map[string]any {
 
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := http.Get(url) //nolint:gosec,noctx // G107: the test's own collector
 	if err != nil {
 		t.Fatalf("%s: %v", url, err)
 	}
@@ -343,6 +343,7 @@ func (s *sideBySide) onBoth(t *testing.T, run string, has func(t *testing.T, dir
 func hasStalled(t *testing.T, dir, run string) bool {
 	return hasStallEvent(t, dir, run, "nemo.run.stalled")
 }
+
 func hasResumed(t *testing.T, dir, run string) bool {
 	return hasStallEvent(t, dir, run, "nemo.run.resumed")
 }
@@ -378,7 +379,7 @@ func TestTwoTiersPauseAsOneCollector(t *testing.T) {
 			run := runName("run-side-pause", name)
 			tiers := jobVia(s.viaAgents, run, 4, 6)
 			one := jobVia(s.viaOne, run, 4, 6)
-			both := append(tiers, one...) // one job (one schedule), sent twice
+			both := slices.Concat(tiers, one) // one job (one schedule), sent twice
 			for i := range both {
 				both[i].PauseBefore, both[i].Pause = 5, stallAfter+4*time.Second
 				if shape != nil {

@@ -56,7 +56,7 @@ func (v *view) Start(ctx context.Context, host component.Host) error {
 		return fmt.Errorf("nemo_view: %w", err)
 	}
 	v.telemetry = tb
-	if err := hostMetrics(tb, v.store); err != nil {
+	if err = hostMetrics(tb, v.store); err != nil {
 		return fmt.Errorf("nemo_view: %w", err)
 	}
 	ln, err := v.cfg.ServerConfig.ToListener(ctx)

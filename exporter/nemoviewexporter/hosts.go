@@ -283,9 +283,9 @@ func (f *fleet) report(now time.Time, l hostLimits) hostsJSON {
 	slices.SortFunc(out.Hosts, func(a, b hostJSON) int {
 		return cmp.Or(cmp.Compare(b.CostSeconds, a.CostSeconds), cmp.Compare(b.CostlyRuns, a.CostlyRuns), strings.Compare(a.Host, b.Host))
 	})
-	for _, hj := range out.Hosts {
-		if hj.Drain {
-			out.Drain = append(out.Drain, hj)
+	for i := range out.Hosts {
+		if out.Hosts[i].Drain {
+			out.Drain = append(out.Drain, out.Hosts[i])
 		}
 	}
 	return out

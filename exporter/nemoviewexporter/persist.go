@@ -110,7 +110,8 @@ func (r *run) saved() savedRun {
 	for _, s := range r.stragglers {
 		sr.Stragglers = append(sr.Stragglers, savedStraggler{s.rank, s.iteration, s.host, s.relative, s.individual, s.busy})
 	}
-	for _, s := range r.stalls {
+	for i := range r.stalls {
+		s := &r.stalls[i]
 		sr.Stalls = append(sr.Stalls, savedStall{
 			Kind: s.kind, Iteration: s.iteration, Ranks: s.ranks, Hosts: s.hosts, LostHosts: s.lostHosts,
 			Stage: s.stage, HasStage: s.hasStage, Start: s.start, End: s.end, Seconds: s.seconds, Message: s.message, Ongoing: s.ongoing,
@@ -151,7 +152,8 @@ func (s *store) restored(sr *savedRun) *run {
 	for _, st := range sr.Stragglers {
 		r.stragglers = append(r.stragglers, stragglerStep{st.Rank, st.Iteration, st.Host, st.Relative, st.Individual, st.Busy})
 	}
-	for _, st := range sr.Stalls {
+	for i := range sr.Stalls {
+		st := &sr.Stalls[i]
 		r.stalls = append(r.stalls, stallInfo{
 			kind: st.Kind, iteration: st.Iteration, ranks: st.Ranks, hosts: st.Hosts, lostHosts: st.LostHosts,
 			stage: st.Stage, hasStage: st.HasStage, start: st.Start, end: st.End, seconds: st.Seconds, message: st.Message, ongoing: st.Ongoing,

@@ -19,12 +19,14 @@ import (
 // stay as few as the hosts worth a look.
 func hostMetrics(tb *metadata.TelemetryBuilder, s *store) error {
 	hosts := func() []hostJSON { return s.hosts().Hosts }
-	attrs := func(h hostJSON) metric.MeasurementOption {
+	attrs := func(h *hostJSON) metric.MeasurementOption {
 		return metric.WithAttributes(attribute.String("host.name", h.Host))
 	}
 	return errors.Join(
 		tb.RegisterNemoHostCostCallback(func(_ context.Context, o metric.Float64Observer) error {
-			for _, h := range hosts() {
+			hs := hosts()
+			for i := range hs {
+				h := &hs[i]
 				if h.CostSeconds > 0 {
 					o.Observe(h.CostSeconds, attrs(h))
 				}
@@ -32,7 +34,9 @@ func hostMetrics(tb *metadata.TelemetryBuilder, s *store) error {
 			return nil
 		}),
 		tb.RegisterNemoHostCostlyRunsCallback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, h := range hosts() {
+			hs := hosts()
+			for i := range hs {
+				h := &hs[i]
 				if h.CostlyRuns > 0 {
 					o.Observe(int64(h.CostlyRuns), attrs(h))
 				}
@@ -40,7 +44,9 @@ func hostMetrics(tb *metadata.TelemetryBuilder, s *store) error {
 			return nil
 		}),
 		tb.RegisterNemoHostDrainCallback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, h := range hosts() {
+			hs := hosts()
+			for i := range hs {
+				h := &hs[i]
 				if h.Drain {
 					o.Observe(1, attrs(h))
 				}

@@ -43,7 +43,6 @@ type keptSpan struct {
 type keptRank struct {
 	rank    int64
 	host    string
-	reason  string // the kept_reason of its latest step span ("" for the export rank)
 	spans   []keptSpan
 	steps   map[int64]stepExtent
 	touched uint64
@@ -218,7 +217,9 @@ func (s *store) timeline(key string, iteration int64) (timelineJSON, bool) {
 				within = append(within, sp)
 			}
 		}
-		sort.SliceStable(within, func(i, j int) bool { return within[i].start < within[j].start || within[i].start == within[j].start && within[i].end > within[j].end })
+		sort.SliceStable(within, func(i, j int) bool {
+			return within[i].start < within[j].start || within[i].start == within[j].start && within[i].end > within[j].end
+		})
 		for _, sp := range within {
 			d := 0
 			if pd, ok := depth[sp.parent]; ok {
@@ -298,7 +299,7 @@ func bySpeed(cells []cell) []int {
 // yet (a rank beside the straggler and the export rank); -1 when none.
 func nearestMedian(byBusy []int, shown func(int) bool) int {
 	m := len(byBusy) / 2
-	for d := 0; d < len(byBusy); d++ {
+	for d := range len(byBusy) {
 		for _, i := range []int{m - d, m + d} {
 			if i >= 0 && i < len(byBusy)-1 && !shown(byBusy[i]) { // never the slowest
 				return byBusy[i]

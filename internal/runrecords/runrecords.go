@@ -32,8 +32,6 @@ const (
 // with TimeCategory), the goodput so far (a gauge stamped with the run's
 // latest span end) and every rank's straggler time (a cumulative sum, with
 // the rank's identity).
-//
-//nolint:gosec // G101: metric names, no credential
 const (
 	RunTime           = "nemo.run.time"
 	RunGoodput        = "nemo.run.goodput"
