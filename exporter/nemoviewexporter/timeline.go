@@ -72,8 +72,15 @@ func (s *store) addTraces(td ptrace.Traces) {
 			continue
 		}
 		// The kept spans come before the run's step metrics (those wait
-		// for the step's decision): they make the run.
-		r := s.runFor(id.key(), id.id, id.group, str(res, attrkey.ServiceName))
+		// for the step's decision): a step span of theirs makes the run;
+		// spans of no step (no training loop) do not.
+		r := s.runs[id.key()]
+		if r == nil {
+			if !hasStepSpan(rs) {
+				continue
+			}
+			r = s.runFor(id.key(), id.id, id.group, str(res, attrkey.ServiceName))
+		}
 		kr := r.keptRank(rank, str(res, attrkey.HostName), &s.seq)
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, sp := range ss.Spans().All() {
@@ -81,6 +88,18 @@ func (s *store) addTraces(td ptrace.Traces) {
 			}
 		}
 	}
+}
+
+// hasStepSpan says rs holds a step span with its iteration.
+func hasStepSpan(rs ptrace.ResourceSpans) bool {
+	for _, ss := range rs.ScopeSpans().All() {
+		for _, sp := range ss.Spans().All() {
+			if _, ok := sp.Attributes().Get(attrkey.MegatronIteration); ok && slices.Contains(stepSpanNames, sp.Name()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // keptRank is rank's record, made room for.

@@ -98,3 +98,21 @@ func TestAStepAsATimeline(t *testing.T) {
 		})
 	}
 }
+
+// TestSpansOfNoStepMakeNoRun: spans of a run without a training loop (no
+// step span: telemetrygen's, a data-prep job's) leave the pages as they
+// were; its first step span puts it on them.
+func TestSpansOfNoStepMakeNoRun(t *testing.T) {
+	s := testStore(10, 10, 10)
+	run := lensfixture.Run{Ranks: lensfixture.Fleet(lensfixture.Rank{Run: "run-no-steps", WorldSize: 1})}
+	td := ptrace.NewTraces()
+	run.AppendModelInit(lensfixture.AppendResource(td, run.Ranks[0]), run.Ranks[0])
+	s.addTraces(td)
+	assert.Empty(t, s.summaries())
+
+	td = ptrace.NewTraces()
+	run.AppendStep(lensfixture.AppendResource(td, run.Ranks[0]), run.Ranks[0], 1)
+	s.addTraces(td)
+	require.Len(t, s.summaries(), 1)
+	assert.Equal(t, "run-no-steps", s.summaries()[0].ID)
+}
