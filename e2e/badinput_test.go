@@ -23,11 +23,11 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
-func post(t *testing.T, url, contentType, encoding string, body []byte) (int, string) {
-	t.Helper()
+func post(tb testing.TB, url, contentType, encoding string, body []byte) (int, string) {
+	tb.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	req.Header.Set("Content-Type", contentType)
 	if encoding != "" {

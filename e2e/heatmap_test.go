@@ -6,6 +6,7 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,12 +20,20 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
-// bigRunGauges are the step gauges of iterations 1 to steps of a run of
+// bigRunGauges are the step gauges of iterations from to to of a run of
 // ranks ranks, 8 a host, as nemo_steps emits them (internal/runrecords:
 // every gauge of a rank-step at its step's end, the iteration on the busy
 // time point's exemplar); slow computes three times as long on iteration
 // slowStep.
-func bigRunGauges(run string, ranks, steps int, slow, slowStep int64) pmetric.Metrics {
+func bigRunGauges(run string, ranks, from, to int, slow, slowStep int64) pmetric.Metrics {
+	return runGauges(run, ranks, from, to, func(rank int64) string { return fmt.Sprintf("node-%04d", rank/8) },
+		func(rank, it int64) bool { return rank == slow && it == slowStep })
+}
+
+// runGauges are the step gauges of iterations from to to of a run of ranks
+// ranks on the hosts hostOf says; a rank-step slow says computes three
+// times as long.
+func runGauges(run string, ranks, from, to int, hostOf func(rank int64) string, slow func(rank, it int64) bool) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	rm.Resource().Attributes().PutStr(attrkey.RunID, run)
@@ -36,11 +45,11 @@ func bigRunGauges(run string, ranks, steps int, slow, slowStep int64) pmetric.Me
 		gauges[name] = m.SetEmptyGauge().DataPoints()
 	}
 	start := time.Now().Add(-time.Hour)
-	for it := int64(1); it <= int64(steps); it++ {
+	for it := int64(from); it <= int64(to); it++ {
 		ts := pcommon.NewTimestampFromTime(start.Add(time.Duration(it) * time.Second))
 		for rank := range int64(ranks) {
 			busy, rel := 0.2, 1.0
-			if rank == slow && it == slowStep {
+			if slow(rank, it) {
 				busy, rel = 0.6, 1.0/3
 			}
 			for name, v := range map[string]float64{runrecords.StepDuration: 0.65, runrecords.StepBusyTime: busy, runrecords.StepRelativeScore: rel} {
@@ -49,7 +58,7 @@ func bigRunGauges(run string, ranks, steps int, slow, slowStep int64) pmetric.Me
 				dp.SetDoubleValue(v)
 				dp.Attributes().PutStr(attrkey.RunID, run)
 				dp.Attributes().PutInt(attrkey.DLRank, rank)
-				dp.Attributes().PutStr(attrkey.HostName, fmt.Sprintf("node-%04d", rank/8))
+				dp.Attributes().PutStr(attrkey.HostName, hostOf(rank))
 				if name == runrecords.StepBusyTime {
 					dp.Exemplars().AppendEmpty().FilteredAttributes().PutInt(runrecords.StepIteration, it)
 				}
@@ -82,20 +91,14 @@ const readHeatmap = `(() => {
 // in to one row a rank, the slow rank still marked.
 func TestHeatmapAtScale(t *testing.T) {
 	chromium := requireChromium(t)
-	c := testcollector.Start(t, filepath.Join(testcollector.RepoRoot(t), "e2e", "testdata", "view-only.yaml"), testcollector.Options{})
+	c := viewOnly(t, 10)
 	browser := newBrowser(t, chromium)
 	shots := screenshotDir(t)
 	for _, ranks := range []int{1000, 10000} {
 		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
 			run := fmt.Sprintf("run-heatmap-%d", ranks)
 			slow := int64(ranks*3/4 + 1)
-			body, err := pmetricotlp.NewExportRequestFromMetrics(bigRunGauges(run, ranks, 5, slow, 3)).MarshalProto()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if status, msg := post(t, fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", c.HTTPPort), "application/x-protobuf", "", body); status != 200 {
-				t.Fatalf("metrics refused: %d %s", status, msg)
-			}
+			postMetrics(t, c, bigRunGauges(run, ranks, 1, 5, slow, 3))
 			page := fmt.Sprintf("http://127.0.0.1:%d/runs/%s", c.ViewPort, run)
 			read := func() heatmapState {
 				s, err := chromedp.Run(browser, chromedp.Evaluate[heatmapState](fmt.Sprintf(readHeatmap, slow, slow-100)))
@@ -133,5 +136,26 @@ func TestHeatmapAtScale(t *testing.T) {
 				t.Errorf("zoomed: %d rows of %d ranks, marked %q; want 600 rows of 1, %s marked", zoomed.Rows, zoomed.Group, zoomed.Marked, want)
 			}
 		})
+	}
+}
+
+// viewOnly starts the run pages alone (testdata/view-only.yaml), keeping
+// steps iterations per run.
+func viewOnly(tb testing.TB, steps int) *testcollector.Collector {
+	tb.Helper()
+	return testcollector.Start(tb, filepath.Join(testcollector.RepoRoot(tb), "e2e", "testdata", "view-only.yaml"),
+		testcollector.Options{Env: map[string]string{"NEMO_VIEW_MAX_STEPS": strconv.Itoa(steps)}})
+}
+
+// postMetrics sends md to c's OTLP/HTTP receiver and fails unless it is
+// accepted.
+func postMetrics(tb testing.TB, c *testcollector.Collector, md pmetric.Metrics) {
+	tb.Helper()
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if status, msg := post(tb, fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", c.HTTPPort), "application/x-protobuf", "", body); status != 200 {
+		tb.Fatalf("metrics refused: %d %s", status, msg)
 	}
 }

@@ -26,32 +26,32 @@ import (
 
 // requireChromium returns the path of Debian's chromium, or skips the test
 // when it is missing; NEMO_REQUIRE_CHROMIUM=1 (CI) makes that a failure.
-func requireChromium(t *testing.T) string {
-	t.Helper()
+func requireChromium(tb testing.TB) string {
+	tb.Helper()
 	p, err := exec.LookPath("chromium")
 	if err == nil {
 		return p
 	}
 	if os.Getenv("NEMO_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("NEMO_REQUIRE_CHROMIUM=1, but chromium is not installed (apt-get install chromium)")
+		tb.Fatal("NEMO_REQUIRE_CHROMIUM=1, but chromium is not installed (apt-get install chromium)")
 	}
-	t.Skip("chromium not installed (apt-get install chromium; NEMO_REQUIRE_CHROMIUM=1 makes this a failure)")
+	tb.Skip("chromium not installed (apt-get install chromium; NEMO_REQUIRE_CHROMIUM=1 makes this a failure)")
 	return ""
 }
 
 // newBrowser starts headless chromium for the test (its own profile, no
 // sandbox: CI runs as root) and returns a tab's context.
-func newBrowser(t *testing.T, chromium string) context.Context {
-	t.Helper()
+func newBrowser(tb testing.TB, chromium string) context.Context {
+	tb.Helper()
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.UserDataDir(t.TempDir()),
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.UserDataDir(tb.TempDir()),
 		chromedp.WindowSize(1366, 900), // a laptop screen
 	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(tb.Context(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	tb.Cleanup(func() { cancel(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+		tb.Fatalf("start chromium: %v", err)
 	}
 	return ctx
 }

@@ -4,14 +4,10 @@
 package nemoviewexporter
 
 import (
-	"net/http/httptest"
-	"os/exec"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
@@ -74,39 +70,4 @@ func BenchmarkStoreMemory(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(rounds*len(batches)*benchRanks), "ns/rank-step")
-}
-
-// BenchmarkRunPageRender: headless chromium opening the page of a 1,000-rank
-// run's last 500 steps until its script has drawn everything (ms/render).
-// Needs Debian's chromium.
-func BenchmarkRunPageRender(b *testing.B) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		b.Skip("chromium not installed (apt-get install chromium)")
-	}
-	srv := httptest.NewServer(newHandler(filledStore(b), createDefaultConfig().(*Config)))
-	defer srv.Close()
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.UserDataDir(b.TempDir()), chromedp.WindowSize(1366, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(b.Context(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	page := srv.URL + "/runs/run-bench"
-	render := chromedp.Steps(chromedp.Navigate(page), chromedp.WaitReady(`body[data-rendered="true"]`))
-	if err = chromedp.Do(ctx, render); err != nil { // warm: the browser started
-		b.Fatal(err)
-	}
-	start := time.Now()
-	for b.Loop() {
-		if err = chromedp.Do(ctx, chromedp.Navigate("about:blank"), render); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/render")
-	// Past 600 ranks a row is a group of ranks: rows x group covers them.
-	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(() => { const d = document.getElementById("heatmap").dataset; return +d.rows * +d.group; })()`))
-	if err != nil || rows < benchRanks {
-		b.Fatalf("heatmap rows x group %d (%v), want %d ranks", rows, err, benchRanks)
-	}
 }
