@@ -100,18 +100,31 @@ func checkGoodputAccount(t *testing.T, dir, run string, first, second []lensemu.
 	stallRecords(t, dir, run, "nemo.run.stalled")
 	runJob(t, second)
 
-	var final record
-	waitFor(t, deliveryTimeout, "the final nemo.run.goodput record of "+run, func() bool {
-		for _, rec := range readTelemetry(t, dir).GoodputRecords {
-			if rec.resource()["nemo.run.id"] == run && rec.attributes()["nemo.goodput.final"] == true {
-				final = rec
-				return true
-			}
-		}
-		return false
-	})
+	final := waitFinalGoodput(t, dir, run)
 	checkAccount(t, final.attributes(), lensemu.Account(first, second))
 	t.Logf("%s", final.str("body"))
+}
+
+// finalGoodputOf is run's final nemo.run.goodput record in got, if written.
+func finalGoodputOf(got telemetry, run string) (record, bool) {
+	for _, rec := range got.GoodputRecords {
+		if rec.resource()["nemo.run.id"] == run && rec.attributes()["nemo.goodput.final"] == true {
+			return rec, true
+		}
+	}
+	return nil, false
+}
+
+// waitFinalGoodput waits for run's final nemo.run.goodput record in dir.
+func waitFinalGoodput(t *testing.T, dir, run string) record {
+	t.Helper()
+	var final record
+	waitFor(t, deliveryTimeout, "the final nemo.run.goodput record of "+run, func() bool {
+		var ok bool
+		final, ok = finalGoodputOf(readTelemetry(t, dir), run)
+		return ok
+	})
+	return final
 }
 
 // checkAccount compares a final goodput record's attributes with the

@@ -301,17 +301,7 @@ func sameNumber(a, b string) bool {
 // returns its nemo.goodput as written.
 func finalGoodput(t *testing.T, dir, run string) string {
 	t.Helper()
-	var g string
-	waitFor(t, deliveryTimeout, "the final nemo.run.goodput record of "+run, func() bool {
-		for _, rec := range readTelemetry(t, dir).GoodputRecords {
-			if rec.resource()["nemo.run.id"] == run && rec.attributes()["nemo.goodput.final"] == true {
-				g = rec.attributes()["nemo.goodput"].(json.Number).String()
-				return true
-			}
-		}
-		return false
-	})
-	return g
+	return waitFinalGoodput(t, dir, run).attributes()["nemo.goodput"].(json.Number).String()
 }
 
 // timelineRow is a row of the page's step timeline.

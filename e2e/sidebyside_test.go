@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
+	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
@@ -153,14 +154,11 @@ func decided(t *testing.T, dir string, viewPort int, run string, goodput bool) v
 		v.stalls = append(v.stalls, fmt.Sprint(attrs))
 	}
 	if goodput {
-		for _, r := range got.GoodputRecords {
-			if r.resource()["nemo.run.id"] == run && r.attributes()["nemo.goodput.final"] == true {
-				v.goodput = r.attributes()
-			}
-		}
-		if v.goodput == nil {
+		rec, ok := finalGoodputOf(got, run)
+		if !ok {
 			t.Fatalf("%s: no final goodput record of %s", dir, run)
 		}
+		v.goodput = rec.attributes()
 	}
 	v.page = runPage(t, viewPort, run)
 	return v
@@ -182,8 +180,19 @@ func pageKey(t *testing.T, viewPort int, run string) string {
 // runPage is what the page at viewPort shows of run's steps.
 func runPage(t *testing.T, viewPort int, run string) map[string]any {
 	t.Helper()
+	return stepsShown(runDetail(t, viewPort, run))
+}
+
+// runDetail is run's page as /api/runs/<key> has it.
+func runDetail(t *testing.T, viewPort int, run string) map[string]any {
+	t.Helper()
 	var page map[string]any
 	getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/runs/%s", viewPort, pageKey(t, viewPort, run)), &page)
+	return page
+}
+
+// stepsShown is what a run page shows of the steps.
+func stepsShown(page map[string]any) map[string]any {
 	shown := map[string]any{}
 	for _, k := range []string{"ranks", "rank_list", "iterations", "heatmap", "step_times", "stragglers"} {
 		shown[k] = page[k]
@@ -349,21 +358,12 @@ func hasResumed(t *testing.T, dir, run string) bool {
 }
 
 func hasStallEvent(t *testing.T, dir, run, event string) bool {
-	for _, r := range readTelemetry(t, dir).StallRecords {
-		if r.attributes()["event.name"] == event && r.resource()["nemo.run.id"] == run {
-			return true
-		}
-	}
-	return false
+	return len(stallRecordsOf(readTelemetry(t, dir), run, event)) > 0
 }
 
 func hasFinalGoodput(t *testing.T, dir, run string) bool {
-	for _, r := range readTelemetry(t, dir).GoodputRecords {
-		if r.resource()["nemo.run.id"] == run && r.attributes()["nemo.goodput.final"] == true {
-			return true
-		}
-	}
-	return false
+	_, ok := finalGoodputOf(readTelemetry(t, dir), run)
+	return ok
 }
 
 // TestTwoTiersPauseAsOneCollector: every rank of a 4-rank job on two
@@ -456,25 +456,14 @@ func TestTwoTiersDecideAsOneCollectorUnderPipelineParallelism(t *testing.T) {
 func splitByRank(td ptrace.Traces, node func(rank int64) int) map[int]ptrace.Traces {
 	out := map[int]ptrace.Traces{}
 	for _, rs := range td.ResourceSpans().All() {
-		r := record{"resource": rs.Resource().Attributes().AsRaw()}
-		n := node(rankOf(r))
+		rank, _, _ := rankattr.Lookup(rs.Resource().Attributes(), rankattr.DefaultRankKeys)
+		n := node(rank)
 		if _, ok := out[n]; !ok {
 			out[n] = ptrace.NewTraces()
 		}
 		rs.CopyTo(out[n].ResourceSpans().AppendEmpty())
 	}
 	return out
-}
-
-// rankOf is a resource's rank as record.rank reads it from a JSONL line.
-func rankOf(r record) int64 {
-	res := r.resource()
-	for k, v := range res {
-		if n, ok := v.(int64); ok {
-			res[k] = json.Number(fmt.Sprint(n))
-		}
-	}
-	return r.rank()
 }
 
 // sendTraces posts td to c's OTLP/HTTP receiver and fails the test unless

@@ -77,15 +77,21 @@ func stallRecords(t *testing.T, dir, run, event string) []record {
 	t.Helper()
 	var got []record
 	waitFor(t, deliveryTimeout, fmt.Sprintf("a %s record of %s", event, run), func() bool {
-		got = got[:0]
-		for _, rec := range readTelemetry(t, dir).StallRecords {
-			if rec.str("body") != "" && rec.attributes()["event.name"] == event && rec.resource()["nemo.run.id"] == run {
-				got = append(got, rec)
-			}
-		}
+		got = stallRecordsOf(readTelemetry(t, dir), run, event)
 		return len(got) > 0
 	})
 	return got
+}
+
+// stallRecordsOf are run's stall records of event in got.
+func stallRecordsOf(got telemetry, run, event string) []record {
+	var out []record
+	for _, rec := range got.StallRecords {
+		if rec.str("body") != "" && rec.attributes()["event.name"] == event && rec.resource()["nemo.run.id"] == run {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 func ints(t *testing.T, v any) []int64 {

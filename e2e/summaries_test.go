@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -111,19 +110,11 @@ func TestTwoTiersSeeEveryRank(t *testing.T) {
 func pageRanks(t *testing.T, gws []*gateway, run string) int {
 	t.Helper()
 	for _, g := range gws {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/runs", g.ViewPort))
-		if err != nil {
-			t.Fatalf("run pages: %v", err)
-		}
 		var runs []struct {
 			ID    string `json:"id"`
 			Ranks int    `json:"ranks"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&runs)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("run pages: %v", err)
-		}
+		getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/runs", g.ViewPort), &runs)
 		for _, r := range runs {
 			if r.ID == run {
 				return r.Ranks

@@ -68,9 +68,8 @@ func TestRunPagesSurviveARestart(t *testing.T) {
 // has goodput.
 func restartPage(t *testing.T, viewPort int, run string) map[string]any {
 	t.Helper()
-	page := runPage(t, viewPort, run)
-	var detail map[string]any
-	getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/runs/%s", viewPort, pageKey(t, viewPort, run)), &detail)
+	detail := runDetail(t, viewPort, run)
+	page := stepsShown(detail)
 	var stalls []any
 	for _, s := range asList(detail["stalls"]) {
 		m, _ := s.(map[string]any)

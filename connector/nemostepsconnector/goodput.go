@@ -195,7 +195,10 @@ func (f *goodputFeed) tick(now time.Time, final bool) plog.Logs {
 			acct.End()
 			run.emitted, run.endDue = true, time.Time{}
 		case now.Sub(run.lastEmit) < f.interval:
-			f.metrics(group, run) // live: the metrics at every tick
+			// Live: the metrics at every tick.
+			if labels, ok := f.ranks.run(group); ok {
+				f.metrics(group, labels, run.acct, run.acct.Snapshot(nil))
+			}
 			return
 		}
 		run.lastEmit = now
@@ -213,21 +216,17 @@ func (f *goodputFeed) tick(now time.Time, final bool) plog.Logs {
 // topRanks is how many ranks a record names by straggler time.
 const topRanks = 5
 
-// metrics writes a run's goodput metrics: the settled time by category,
-// the goodput so far and every rank's straggler time.
-func (f *goodputFeed) metrics(group uint64, run *goodputRun) {
-	labels, ok := f.ranks.run(group)
-	if !ok {
-		return // no rank of it reported a step: no labels to put it under
-	}
-	acct := run.acct
+// metrics writes a run's goodput metrics under its labels: the settled
+// time by category, the goodput so far (of snapshot) and every rank's
+// straggler time.
+func (f *goodputFeed) metrics(group uint64, labels *rankLabels, acct *goodput.Run, snapshot goodput.Times) {
 	first, last := f.extent(acct)
 	settled := acct.Settled()
 	horizon := first + settled.Total()
 	for c := range goodput.NumCategories {
 		f.out.runTime(labels, first, horizon, c.String(), float64(settled[c])/1e9)
 	}
-	f.out.runGoodput(labels, last, acct.Snapshot(nil).Goodput())
+	f.out.runGoodput(labels, last, snapshot.Goodput())
 	for rank, ns := range acct.RankStraggler() {
 		if l, ok := f.ranks.get(steps.Rank{Group: group, Rank: rank}); ok {
 			f.out.rankStraggler(l, first, horizon, float64(ns)/1e9)
@@ -241,10 +240,10 @@ func (f *goodputFeed) emit(group uint64, run *goodputRun, now time.Time, logs pl
 	if !ok {
 		return // no rank of it reported a step: no labels to put it under
 	}
-	f.metrics(group, run)
 	acct := run.acct
 	clear(f.scratch)
 	snapshot := acct.Snapshot(f.scratch)
+	f.metrics(group, labels, acct, snapshot)
 	top := make([]rankCost, 0, len(f.scratch))
 	for rank, ns := range f.scratch {
 		if ns > 0 {

@@ -85,43 +85,39 @@ func (f *factory) acquire(set exporter.Settings, cfg *Config) (*sharedcomponent.
 	}, nil
 }
 
-func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+// create builds one signal's exporter on the shared view with build,
+// releasing the view when that fails.
+func create[T any](ctx context.Context, f *factory, set exporter.Settings, cfg component.Config,
+	build func(v *view, opts ...exporterhelper.Option) (T, error),
+) (T, error) {
 	shared, opts, err := f.acquire(set, cfg.(*Config))
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	exp, err := exporterhelper.NewMetrics(ctx, set, cfg, shared.Unwrap().consumeMetrics, opts...)
+	exp, err := build(shared.Unwrap(), opts...)
 	if err != nil {
 		_ = shared.Shutdown(ctx) // release this user: the view was never started
-		return nil, err
 	}
-	return exp, nil
+	return exp, err
+}
+
+func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+	return create(ctx, f, set, cfg, func(v *view, opts ...exporterhelper.Option) (exporter.Metrics, error) {
+		return exporterhelper.NewMetrics(ctx, set, cfg, v.consumeMetrics, opts...)
+	})
 }
 
 func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
-	shared, opts, err := f.acquire(set, cfg.(*Config))
-	if err != nil {
-		return nil, err
-	}
-	exp, err := exporterhelper.NewLogs(ctx, set, cfg, shared.Unwrap().consumeLogs, opts...)
-	if err != nil {
-		_ = shared.Shutdown(ctx) // release this user: the view was never started
-		return nil, err
-	}
-	return exp, nil
+	return create(ctx, f, set, cfg, func(v *view, opts ...exporterhelper.Option) (exporter.Logs, error) {
+		return exporterhelper.NewLogs(ctx, set, cfg, v.consumeLogs, opts...)
+	})
 }
 
 // createTraces takes the spans the collector kept (after rank_strategy),
 // for the step timelines.
 func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
-	shared, opts, err := f.acquire(set, cfg.(*Config))
-	if err != nil {
-		return nil, err
-	}
-	exp, err := exporterhelper.NewTraces(ctx, set, cfg, shared.Unwrap().consumeTraces, opts...)
-	if err != nil {
-		_ = shared.Shutdown(ctx) // release this user: the view was never started
-		return nil, err
-	}
-	return exp, nil
+	return create(ctx, f, set, cfg, func(v *view, opts ...exporterhelper.Option) (exporter.Traces, error) {
+		return exporterhelper.NewTraces(ctx, set, cfg, v.consumeTraces, opts...)
+	})
 }

@@ -104,9 +104,11 @@ func (f *fleet) host(name string, l hostLimits) *hostStats {
 func (h *hostStats) at(now time.Time, run string, l hostLimits) (*hostBucket, *hostRun) {
 	width := l.window / numBuckets
 	if n := len(h.Buckets); n == 0 || !now.Before(h.Buckets[n-1].Start.Add(width)) {
+		// A new stretch of time: what left the window goes (report
+		// expires too, so that a host seen no more drops out of the page).
+		h.expire(now, l)
 		h.Buckets = append(h.Buckets, hostBucket{Start: now.Truncate(width)})
 	}
-	h.expire(now, l)
 	h.LastSeen = now
 	hr := h.Runs[run]
 	if hr == nil {

@@ -225,7 +225,7 @@ func (s *store) addStep(r *run, rs *rankStep) {
 	r.lastIter = max(r.lastIter, rs.iteration)
 	straggles := s.straggles(rs)
 	if fresh {
-		s.fleet.step(r.ranks[slot].host, r.key, straggles, s.now(), s.limits.hosts)
+		s.fleet.step(r.ranks[slot].host, r.key, straggles, r.updated, s.limits.hosts)
 	}
 	if straggles {
 		r.stragglers = append(r.stragglers, stragglerStep{

@@ -6,6 +6,8 @@ package nemoviewexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/n
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -18,7 +20,19 @@ import (
 // at each collection: only the hosts that cost something, so the series
 // stay as few as the hosts worth a look.
 func hostMetrics(tb *metadata.TelemetryBuilder, s *store) error {
-	hosts := func() []hostJSON { return s.hosts().Hosts }
+	// The three callbacks of one collection read one report (building it
+	// sorts every host).
+	var mu sync.Mutex
+	var at time.Time
+	var report []hostJSON
+	hosts := func() []hostJSON {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > time.Second {
+			report, at = s.hosts().Hosts, time.Now()
+		}
+		return report
+	}
 	attrs := func(h *hostJSON) metric.MeasurementOption {
 		return metric.WithAttributes(attribute.String("host.name", h.Host))
 	}

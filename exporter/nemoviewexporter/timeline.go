@@ -16,6 +16,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // A step as a timeline: the spans the collector kept of an iteration (the
@@ -53,9 +54,9 @@ type stepExtent struct {
 	reason     string
 }
 
-// stepSpanNames are Megatron-LM's step spans (nemo_steps' default
-// step_span_names).
-var stepSpanNames = []string{attrkey.MegatronTrainStep, attrkey.MegatronTrainIteration}
+// stepSpans are Megatron-LM's step spans, nemo_steps' default
+// step_span_names and iteration_attribute (one definition: internal/steps).
+var stepSpans = steps.DefaultSpans()
 
 // addTraces takes the spans of a batch. Called without the lock.
 func (s *store) addTraces(td ptrace.Traces) {
@@ -94,7 +95,7 @@ func (s *store) addTraces(td ptrace.Traces) {
 func hasStepSpan(rs ptrace.ResourceSpans) bool {
 	for _, ss := range rs.ScopeSpans().All() {
 		for _, sp := range ss.Spans().All() {
-			if _, ok := sp.Attributes().Get(attrkey.MegatronIteration); ok && slices.Contains(stepSpanNames, sp.Name()) {
+			if _, ok := sp.Attributes().Get(stepSpans.IterationAttribute); ok && slices.Contains(stepSpans.StepSpanNames, sp.Name()) {
 				return true
 			}
 		}
@@ -131,8 +132,8 @@ func (r *run) keptRank(rank int64, host string, seq *uint64) *keptRank {
 
 func (kr *keptRank) add(sp ptrace.Span) {
 	start, end := int64(sp.StartTimestamp()), int64(sp.EndTimestamp())
-	if slices.Contains(stepSpanNames, sp.Name()) {
-		if v, ok := sp.Attributes().Get(attrkey.MegatronIteration); ok {
+	if slices.Contains(stepSpans.StepSpanNames, sp.Name()) {
+		if v, ok := sp.Attributes().Get(stepSpans.IterationAttribute); ok {
 			if it, ok := rankattr.Parse(v); ok {
 				kr.steps[it] = stepExtent{start: start, end: end, reason: str(sp.Attributes(), attrkey.KeptReason)}
 			}
