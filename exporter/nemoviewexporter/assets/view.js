@@ -211,11 +211,11 @@
     ctx.drawImage(off, GUTTER, 0, cols * cw, rows * ch);
     // The labels: every row when it is tall enough, else every few.
     ctx.fillStyle = "#333"; ctx.font = Math.min(12, Math.max(9, ch)) + "px system-ui, sans-serif"; ctx.textBaseline = "middle";
-    const every = Math.max(1, Math.ceil(12 / ch));
+    const every = Math.max(1, Math.ceil(16 / ch)); // labels at least 16 px apart
     for (let r = 0; r < rows; r += every) {
       const a = ranks[from + r * group], b = ranks[Math.min(to, from + (r + 1) * group) - 1];
       const text = group === 1 ? "rank " + a.rank + (a.host ? " · " + a.host : "") : "ranks " + a.rank + "–" + b.rank;
-      ctx.fillText(text, 2, Math.max(6, r * ch + ch / 2), GUTTER - 6);
+      ctx.fillText(text, 2, Math.max(6, r * ch + ch / 2), GUTTER - 16);
     }
     // Straggler steps, outlined (black and white: visible on every colour).
     const rowOf = new Map(ranks.map((r, i) => [r.rank, i])), colOf = new Map(its.map((it, i) => [it, i]));
@@ -229,6 +229,10 @@
       ctx.strokeRect(x - 2, r * ch - 2, cw + 4, ch + 4);
       ctx.lineWidth = 1; ctx.strokeStyle = "#fff";
       ctx.strokeRect(x - 0.5, r * ch - 0.5, cw + 1, ch + 1);
+      // And a marker in the gutter: at 1 px a row, the row is found at a glance.
+      const y = r * ch + ch / 2;
+      ctx.fillStyle = "#d55e00";
+      ctx.beginPath(); ctx.moveTo(GUTTER - 12, y - 6); ctx.lineTo(GUTTER - 2, y); ctx.lineTo(GUTTER - 12, y + 6); ctx.closePath(); ctx.fill();
     }
     cv.dataset.marked = marked.join(" ");
     if (cursor.set) readCell();
