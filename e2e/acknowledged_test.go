@@ -11,10 +11,8 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,125 +23,11 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
-// freezeFor is how long the frozen gateway stays stopped (SIGSTOP): longer
-// than the ranks' export deadline (10s), so that its runs' ranks see their
-// exports fail and go on, as a disk or GC stall of that length does.
-const freezeFor = 20 * time.Second
-
 // These tests hold configs/agent.yaml in front of configs/gateway.yaml to
-// its promise: a rank is answered only once the gateway its run hashes to
-// has fsynced the data, so whatever fault comes after an acknowledgement,
-// every acknowledged span is in a gateway's files, checked span id by span
-// id (lensemu.AckLog), and the data points and log records by count. What a
-// rank was refused may arrive too (the agent delivers what a rank gave up
-// waiting for): at-least-once, counted and reported.
-
-// TestTwoTiersGatewayFrozenRefusesOnlyItsRuns: one agent, two gateways, one
-// of them frozen with SIGSTOP for freezeFor while every run streams. The
-// frozen gateway's runs are refused (their ranks' exports fail and the
-// ranks go on); the other gateway's runs keep flowing and none of their
-// exports fails; after SIGCONT nothing any rank saw acknowledged is missing.
-func TestTwoTiersGatewayFrozenRefusesOnlyItsRuns(t *testing.T) {
-	gws := startGateways(t, 2, nil)
-	agents := startAgents(t, 1, gws, nil)
-	owner, victimRuns, otherRuns := runsOnBothGateways(t, agents, gws)
-	victim, other := gws[owner[victimRuns[0]]], gws[owner[otherRuns[0]]]
-	t.Logf("run -> gateway: %v; freezing gateway %s, owner of %v", owner, victim.endpoint(), victimRuns)
-
-	acked := lensemu.NewAckLog()
-	victimJob, otherJob := ackedJob(agents, victimRuns, 400, acked), ackedJob(agents, otherRuns, 400, acked)
-	victimDone, otherDone := startJob(t, victimJob), startJob(t, otherJob)
-
-	start := acceptedSpans(t, victim.Collector)
-	if _, err := victim.WaitForMetric(jobTimeout, func(v float64) bool { return v >= start+3000 }, "otelcol_receiver_accepted_spans"); err != nil {
-		t.Fatalf("the job never reached the victim: %v", err)
-	}
-	if err := syscall.Kill(victim.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	frozenAt := time.Now()
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(victim.Pid(), syscall.SIGCONT)
-		}
-	}
-	defer resume()
-	otherAtFreeze := acceptedSpans(t, other.Collector)
-	time.Sleep(freezeFor)
-	otherDuringFreeze := acceptedSpans(t, other.Collector) - otherAtFreeze
-	otherFinished := jobOver(otherDone.done)
-	resume()
-	if otherDuringFreeze == 0 && !otherFinished {
-		t.Errorf("the other gateway's runs %v did not flow while %s was frozen (head-of-line blocking)", otherRuns, victim.endpoint())
-	}
-
-	otherResults, otherErr := otherDone.wait()
-	victimResults, victimErr := victimDone.wait()
-	if otherErr != nil {
-		t.Errorf("runs on the healthy gateway were refused (want: only the frozen gateway's runs): %v", otherErr)
-	}
-	if victimErr == nil {
-		t.Errorf("no export of the frozen gateway's runs %v failed in %s frozen: the agent acknowledged what its gateway had not", victimRuns, freezeFor)
-	}
-	sent := sentByRun(append(slices.Clone(victimJob), otherJob...), append(slices.Clone(victimResults), otherResults...))
-	lost, dups := waitDelivered(t, agents, gws, owner, sent, acked)
-	if lost != "" {
-		t.Fatal(lost)
-	}
-	t.Logf("frozen %s: the other gateway took %.0f spans meanwhile; the frozen runs' ranks saw %v; acknowledged %d spans, all delivered %s after the freeze began; duplicates or refused-and-delivered: %s",
-		freezeFor, otherDuringFreeze, firstLine(victimErr), len(acked.IDs()), time.Since(frozenAt).Round(time.Second), describe(dups))
-}
-
-// TestTwoTiersAgentKilledLosesNothingAcknowledged: the agent is killed with
-// SIGKILL while two runs stream through it, started again on the same
-// ports, and the runs send more through it. The agent answered only what a
-// gateway had fsynced, so nothing acknowledged is missing.
-func TestTwoTiersAgentKilledLosesNothingAcknowledged(t *testing.T) {
-	gws := startGateways(t, 2, nil)
-	agents := startAgents(t, 1, gws, nil)
-	owner, runsA, runsB := runsOnBothGateways(t, agents, gws)
-	runs := []string{runsA[0], runsB[0]}
-
-	acked := lensemu.NewAckLog()
-	job := ackedJob(agents, runs, 300, acked)
-	done := startJob(t, job)
-	var gwStart float64
-	for _, g := range gws {
-		gwStart += acceptedSpans(t, g.Collector)
-	}
-	waitFor(t, jobTimeout, "10,000 spans at the gateways", func() bool {
-		var sum float64
-		for _, g := range gws {
-			sum += acceptedSpans(t, g.Collector)
-		}
-		return sum >= gwStart+10000 || jobOver(done.done)
-	})
-	if jobOver(done.done) {
-		t.Fatal("the job ended before the kill: make it longer")
-	}
-	agent := agents[0]
-	agent.Kill()
-	// A rank stops at its first failed export (lensemu): the job ends while
-	// the agent is down, with what was acknowledged before.
-	results, jobErr := done.wait()
-	if jobErr == nil {
-		t.Fatal("no export failed with the agent killed")
-	}
-	agents[0] = testcollector.Start(t, testcollector.Config(t, "agent.yaml"), testcollector.Options{Env: agent.Env})
-	// The runs go on through the restarted agent, on the same ports.
-	after := ackedJob(agents, runs, 3, acked)
-	afterResults := runJobByRank(t, after)
-	job, results = append(job, after...), append(results, afterResults...)
-	sent := sentByRun(job, results)
-	lost, dups := waitDelivered(t, agents, gws, owner, sent, acked)
-	if lost != "" {
-		t.Fatal(lost)
-	}
-	t.Logf("agent killed and restarted; the ranks saw %v; acknowledged %d spans, all delivered; duplicates or refused-and-delivered: %s",
-		firstLine(jobErr), len(acked.IDs()), describe(dups))
-}
+// its promise: what a rank produced arrives, checked span id by span id
+// (lensemu.AckLog) against the gateways' files, and the data points and log
+// records by count (produced_test.go). What a gateway was sent twice is
+// counted and reported (at-least-once).
 
 // runsOnBothGateways probes runs until each of the two gateways owns at
 // least one, and returns the owners and the runs of gateway 0's first run's
@@ -171,16 +55,20 @@ func runsOnBothGateways(t *testing.T, agents []*testcollector.Collector, gws []*
 	return nil, nil, nil
 }
 
-// ackedJob is nodeJob for several runs of 16 ranks, the step shapes
-// alternating by run (either taxonomy's step span, in the job span or its
-// own root), every acknowledged span id recorded in acked.
-func ackedJob(agents []*testcollector.Collector, runs []string, steps int, acked *lensemu.AckLog) []lensemu.Rank {
+// producingJob is nodeJob for several runs of 16 ranks (half on OTLP/gRPC,
+// half on OTLP/HTTP), the step shapes alternating by run (either
+// taxonomy's step span, in the job span or its own root), each rank's SDK
+// at its defaults (lensemu.Rank.SDKDefaults), paced at stepEvery, every
+// span a rank ends recorded in produced[its protocol].
+func producingJob(agents []*testcollector.Collector, runs []string, steps int, produced map[string]*lensemu.AckLog) []lensemu.Rank {
 	shapes := []func(*lensemu.Rank){nil, stallShapes["train.iteration/in_job"], stallShapes["train_step/own_root"], stallShapes["train.iteration/own_root"]}
 	var ranks []lensemu.Rank
 	for i, run := range runs {
-		job := nodeJob(agents, run, 16, steps, attribute.String("test.wave", "acked"))
+		job := nodeJob(agents, run, 16, steps, attribute.String("test.wave", "produced"))
 		for j := range job {
-			job[j].Acked = acked
+			job[j].SDKDefaults = true
+			job[j].Produced = produced[job[j].Protocol]
+			job[j].StepEvery = stepEvery
 			if shape := shapes[i%len(shapes)]; shape != nil {
 				shape(&job[j])
 			}
@@ -222,15 +110,15 @@ func jobOver(done <-chan struct{}) bool {
 	}
 }
 
-// waitDelivered waits, at most redeliveryTimeout, until every acknowledged
-// span id is in a gateway's traces files and every run's files hold at
+// waitDelivered waits, at most redeliveryTimeout, until every span id of
+// produced is in a gateway's traces files and every run's files hold at
 // least as many distinct data points and log records as its ranks had
 // acknowledged. It returns what is still missing then (empty: nothing) and
 // the items found beyond what was acknowledged (duplicates, and what a rank
 // was refused but the agent delivered after all).
-func waitDelivered(t *testing.T, agents []*testcollector.Collector, gws []*gateway, owner map[string]int, sent map[string]lensemu.Result, acked *lensemu.AckLog) (string, lensemu.Result) {
+func waitDelivered(t *testing.T, agents []*testcollector.Collector, gws []*gateway, owner map[string]int, sent map[string]lensemu.Result, produced *lensemu.AckLog) (string, lensemu.Result) {
 	t.Helper()
-	ids := acked.IDs()
+	ids := produced.IDs()
 	var missing []string
 	for deadline := time.Now().Add(redeliveryTimeout); ; time.Sleep(time.Second) {
 		missing = missingItems(t, gws, owner, sent)
@@ -249,7 +137,7 @@ func waitDelivered(t *testing.T, agents []*testcollector.Collector, gws []*gatew
 			break
 		}
 		if time.Now().After(deadline) {
-			return "acknowledged but not delivered " + redeliveryTimeout.String() + " after the fault: " + joinLines(missing) + "\nthe agents' errors:\n" + agentErrors(agents), lensemu.Result{}
+			return "produced but not delivered " + redeliveryTimeout.String() + " after the fault: " + joinLines(missing) + "\nthe agents' errors:\n" + agentErrors(agents), lensemu.Result{}
 		}
 	}
 	var extra lensemu.Result
@@ -293,10 +181,10 @@ func deliveredSpanIDs(t *testing.T, gws []*gateway) map[string]struct{} {
 	return out
 }
 
-// describeLost names how many of the acknowledged spans are missing, with a
+// describeLost names how many of the produced spans are missing, with a
 // few of their ids.
-func describeLost(lost, acked int, ids []string) string {
-	return fmt.Sprintf("%d of %d acknowledged spans in no gateway's files (e.g. %s)", lost, acked, strings.Join(ids[:min(3, len(ids))], ", "))
+func describeLost(lost, produced int, ids []string) string {
+	return fmt.Sprintf("%d of %d produced spans in no gateway's files (e.g. %s)", lost, produced, strings.Join(ids[:min(3, len(ids))], ", "))
 }
 
 func joinLines(lines []string) string { return strings.Join(lines, "; ") }

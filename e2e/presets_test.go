@@ -89,8 +89,7 @@ func TestPresetsBindLocalhostByDefault(t *testing.T) {
 						if strings.HasPrefix(id, "prometheus") || strings.HasPrefix(id, "nemo_view") || hasKey(connectors, id) {
 							continue // pulled from (a page, a scrape), or a connector into another pipeline
 						}
-						// load_balancing: the queue of its per-endpoint exporter.
-						if dig(cfg, "exporters", id, "sending_queue", "batch") == nil && dig(cfg, "exporters", id, "protocol", "otlp", "sending_queue", "batch") == nil {
+						if dig(cfg, "exporters", id, "sending_queue", "batch") == nil {
 							t.Errorf("pipeline %s: no batch processor, and exporter %s does not batch in its sending_queue", name, id)
 						}
 					}

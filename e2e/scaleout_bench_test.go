@@ -48,6 +48,7 @@ type scaleResult struct {
 	offered, delivered          float64 // spans accepted by the first tier, by the gateways
 	seconds                     float64 // from the start of the load until the gateways stopped receiving
 	agentCPU, gatewayCPU        float64 // CPU-seconds, load and drain
+	agentWrites                 float64 // bytes the agents wrote to disk (their spools), load and drain
 	perGateway                  []float64
 	refusedAtFirst, lostBetween float64
 	ackP99                      float64 // the slowest load generator's p99 acknowledgement, ms
@@ -97,12 +98,14 @@ func BenchmarkScaleOut(b *testing.B) {
 				b.ReportMetric(r.offered/r.seconds, "offered_spans/s")
 				b.ReportMetric(r.delivered/r.seconds, "delivered_spans/s")
 				b.ReportMetric(r.agentCPU/perM, "agent_cpu_s/Mspans")
+				b.ReportMetric(r.agentWrites/r.delivered, "agent_disk_B/span")
 				b.ReportMetric(r.gatewayCPU/perM, "gateway_cpu_s/Mspans")
 				b.ReportMetric(r.refusedAtFirst, "refused_spans")
 				b.ReportMetric(r.lostBetween, "lost_between_tiers_spans")
 				b.ReportMetric(r.ackP99, "ack_p99_ms")
-				// The agents answer a rank only with its gateway's answer:
-				// nothing they accepted may be missing at the gateways.
+				// The agents answer a rank once its request is in their
+				// spool, and send it until a gateway takes it: nothing
+				// they accepted may be missing at the gateways.
 				if r.lostBetween > 0 {
 					b.Errorf("%s: %.0f spans accepted by the agents never reached a gateway", sc.name, r.lostBetween)
 				}
@@ -138,6 +141,7 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 		gwCollectors[i] = g.Collector
 	}
 	agentCPU0, gatewayCPU0 := cpuSeconds(b, agents...), cpuSeconds(b, gwCollectors...)
+	agentWrites0 := writtenBytes(b, agents...)
 
 	start := time.Now()
 	type outcome struct {
@@ -191,6 +195,7 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 		delivered:      last,
 		seconds:        lastGrowth.Sub(start).Seconds(),
 		agentCPU:       cpuSeconds(b, agents...) - agentCPU0,
+		agentWrites:    writtenBytes(b, agents...) - agentWrites0,
 		gatewayCPU:     cpuSeconds(b, gwCollectors...) - gatewayCPU0,
 		refusedAtFirst: refused,
 		ackP99:         ackP99,
@@ -300,23 +305,38 @@ func measureHopLatency(b *testing.B, loadgen string, rate int, viaAgent bool) (p
 	return latencies[len(latencies)/2], latencies[len(latencies)*99/100]
 }
 
-// runLoadgenProcess runs the load generator to its end (it stops by itself;
-// the timeout guards against a hang) and returns its acknowledgement
-// latency's p99 in milliseconds.
 // cpuSeconds is the CPU time the collectors' processes have used so far.
 func cpuSeconds(b *testing.B, cs ...*testcollector.Collector) float64 {
+	return sumOverProcesses(b, cs, func(pid int) (float64, error) {
+		cpu, err := procstat.CPU(pid)
+		return cpu.Seconds(), err
+	})
+}
+
+// writtenBytes is what the collectors' processes have written to disk so far.
+func writtenBytes(b *testing.B, cs ...*testcollector.Collector) float64 {
+	return sumOverProcesses(b, cs, func(pid int) (float64, error) {
+		n, err := procstat.WriteBytes(pid)
+		return float64(n), err
+	})
+}
+
+func sumOverProcesses(b *testing.B, cs []*testcollector.Collector, read func(pid int) (float64, error)) float64 {
 	b.Helper()
 	var sum float64
 	for _, c := range cs {
-		cpu, err := procstat.CPU(c.Pid())
+		v, err := read(c.Pid())
 		if err != nil {
 			b.Fatal(err)
 		}
-		sum += cpu.Seconds()
+		sum += v
 	}
 	return sum
 }
 
+// runLoadgenProcess runs the load generator to its end (it stops by itself;
+// the timeout guards against a hang) and returns its acknowledgement
+// latency's p99 in milliseconds.
 func runLoadgenProcess(bin string, args []string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), scalePhase+2*time.Minute)
 	defer cancel()

@@ -125,12 +125,11 @@ func TestSlurmMultiNode(t *testing.T) {
 	})
 
 	t.Run("AlwaysOnAgentsGatewayKilled", func(t *testing.T) {
-		// The agents answer a rank only with the gateway's answer: while
-		// the gateway is down the ranks' exports are refused (they fail at
-		// their deadline, or at once), never acknowledged and then
-		// dropped. lensrank, which does not retry, counts only what was
-		// acknowledged and exits 1 on an export error: the job may end
-		// FAILED for that reason only, and every rank trains to its end.
+		// The agents answer a rank once its data is in their spool on the
+		// node's disk: while the gateway is down no rank's export fails
+		// (lensrank, which does not retry, would count it and exit 1), the
+		// job completes, and what was acknowledged arrives once the
+		// gateway is back.
 		gw := startNSGateway(t, l, filepath.Join(work, "gateway-alwayson"), "all_ranks")
 		for _, n := range computeHost {
 			startSystemdAgent(t, l, n, gw, filepath.Join(work, "agents"))
@@ -151,14 +150,12 @@ func TestSlurmMultiNode(t *testing.T) {
 				t.Errorf("rank %d: %+v, want one that trained to its end with acknowledged spans", rank, rep)
 			}
 			for _, e := range rep.Errors {
-				if !strings.Contains(e, "Unavailable") && !strings.Contains(e, "DeadlineExceeded") && !strings.Contains(e, "deadline exceeded") {
-					t.Errorf("rank %d: export error %q, want only retryable refusals (UNAVAILABLE, deadline exceeded)", rank, e)
-				}
+				t.Errorf("rank %d: export error %q while the gateway was down: the agent must answer from its spool", rank, e)
 			}
 			refused += len(rep.Errors)
 		}
-		if state := cluster.jobs(t, job)[0]; refused == 0 && (state["JobState"] != "COMPLETED" || state["ExitCode"] != "0:0") {
-			t.Errorf("job %s: state %s, exit code %s, with no export refused", job, state["JobState"], state["ExitCode"])
+		if state := cluster.jobs(t, job)[0]; state["JobState"] != "COMPLETED" || state["ExitCode"] != "0:0" {
+			t.Errorf("job %s: state %s, exit code %s, want COMPLETED 0:0", job, state["JobState"], state["ExitCode"])
 		}
 		got := waitGatewayCovers(t, gw, job, reports)
 		delivered := time.Since(restarted)

@@ -62,6 +62,11 @@ for port in "$OTLP_GRPC_PORT" "$OTLP_HTTP_PORT" "$HEALTH_CHECK_PORT" "$OTELCOL_M
 done
 
 export NEMO_TELEMETRY_DIR="$node_dir"
+# The persistent queues (the agent's spool, the network exporters' queues)
+# next to the node's output: one directory per node, never shared by two
+# collectors, and left with the job's files when something could not be
+# sent before the job ended (the next collector started on it sends it).
+export NEMO_QUEUE_DIR="$node_dir/queue"
 say "starting $OTELCOL_NEMO_BIN --config=$NEMO_COLLECTOR_CONFIG (OTLP gRPC $OTLP_GRPC_PORT, HTTP $OTLP_HTTP_PORT, health $HEALTH_CHECK_PORT)"
 "$OTELCOL_NEMO_BIN" --config="$NEMO_COLLECTOR_CONFIG" >>"$log" 2>&1 &
 collector=$!

@@ -17,7 +17,8 @@
 //     every item would loop back into the collector forever. It happens when
 //     a preset reads the job's OTEL_EXPORTER_OTLP_ENDPOINT in a shell shared
 //     with the training job;
-//   - an otlp_grpc exporter (or a load_balancing exporter's otlp protocol)
+//   - an otlp_grpc exporter (or a load_balancing exporter's otlp protocol,
+//     alone or in a spool exporter)
 //     whose endpoint is an http:// URL while tls.insecure is not true:
 //     configgrpc would speak TLS to a plaintext receiver and every export
 //     would fail with "tls: first record does not look like a TLS
@@ -90,6 +91,9 @@ func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 			errs = append(errs, checkPlaintextScheme(id, cfg)...)
 		case "load_balancing", "loadbalancing":
 			errs = append(errs, checkLoadBalancing(id, cfg)...)
+		case "spool":
+			lb, _ := cfg["load_balancing"].(map[string]any)
+			errs = append(errs, checkLoadBalancing(id+"::load_balancing", lb)...)
 		case "file":
 			c.warnMissingDirectory(id, cfg)
 		}

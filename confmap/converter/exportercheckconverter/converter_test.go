@@ -122,6 +122,15 @@ func TestPlaintextSchemeUnderTLS(t *testing.T) {
 	}})
 	require.ErrorContains(t, err, `exporters::load_balancing::resolver::dns::hostname "http://gateways.svc" is a URL`)
 
+	// The agent preset's spool sends through a load_balancing of its own.
+	err = convert(t, map[string]any{"exporters": map[string]any{
+		"spool": map[string]any{"load_balancing": map[string]any{
+			"protocol": map[string]any{"otlp": map[string]any{"tls": map[string]any{"insecure": false}}},
+			"resolver": map[string]any{"static": map[string]any{"hostnames": []any{"http://gw2:4317"}}},
+		}},
+	}})
+	require.ErrorContains(t, err, `exporters::spool::load_balancing::protocol::otlp (resolver::static::hostnames)::endpoint "http://gw2:4317"`)
+
 	for name, exp := range map[string]map[string]any{
 		"http:// with insecure":          {"otlp_grpc": map[string]any{"endpoint": "http://jaeger:4317", "tls": map[string]any{"insecure": true}}},
 		"http:// with insecure (string)": {"otlp": map[string]any{"endpoint": "http://jaeger:4317", "tls": map[string]any{"insecure": "true"}}},

@@ -4,6 +4,7 @@
 package lensemu
 
 import (
+	"context"
 	"maps"
 	"sync"
 
@@ -40,3 +41,11 @@ func (a *AckLog) IDs() map[trace.SpanID]struct{} {
 	defer a.mu.Unlock()
 	return maps.Clone(a.ids)
 }
+
+// producedSpans records every span a rank ends into its Produced log.
+type producedSpans struct{ log *AckLog }
+
+func (producedSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (p producedSpans) OnEnd(s sdktrace.ReadOnlySpan)                 { p.log.add([]sdktrace.ReadOnlySpan{s}) }
+func (producedSpans) Shutdown(context.Context) error                  { return nil }
+func (producedSpans) ForceFlush(context.Context) error                { return nil }

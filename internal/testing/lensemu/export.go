@@ -62,10 +62,16 @@ func (r Rank) newExporters(ctx context.Context) (*exporters, error) {
 	)
 	switch r.Protocol {
 	case GRPC:
-		// Retries are off: a test must see a refusal, not a minute of backoff.
-		traceOpts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(r.Endpoint), otlptracegrpc.WithHeaders(r.Headers), otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
-		metricOpts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(r.Endpoint), otlpmetricgrpc.WithHeaders(r.Headers), otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: false})}
-		logOpts := []otlploggrpc.Option{otlploggrpc.WithEndpoint(r.Endpoint), otlploggrpc.WithHeaders(r.Headers), otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false})}
+		traceOpts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(r.Endpoint), otlptracegrpc.WithHeaders(r.Headers)}
+		metricOpts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(r.Endpoint), otlpmetricgrpc.WithHeaders(r.Headers)}
+		logOpts := []otlploggrpc.Option{otlploggrpc.WithEndpoint(r.Endpoint), otlploggrpc.WithHeaders(r.Headers)}
+		if !r.SDKDefaults {
+			// Retries are off: a test of acknowledgement must see a
+			// refusal, not a minute of backoff.
+			traceOpts = append(traceOpts, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}))
+			metricOpts = append(metricOpts, otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: false}))
+			logOpts = append(logOpts, otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false}))
+		}
 		if r.TLS != nil {
 			creds := credentials.NewTLS(r.TLS)
 			traceOpts = append(traceOpts, otlptracegrpc.WithTLSCredentials(creds))
@@ -86,9 +92,14 @@ func (r Rank) newExporters(ctx context.Context) (*exporters, error) {
 			return nil, err
 		}
 	case HTTP:
-		traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(r.Endpoint), otlptracehttp.WithHeaders(r.Headers), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
-		metricOpts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(r.Endpoint), otlpmetrichttp.WithHeaders(r.Headers), otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: false})}
-		logOpts := []otlploghttp.Option{otlploghttp.WithEndpoint(r.Endpoint), otlploghttp.WithHeaders(r.Headers), otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false})}
+		traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(r.Endpoint), otlptracehttp.WithHeaders(r.Headers)}
+		metricOpts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(r.Endpoint), otlpmetrichttp.WithHeaders(r.Headers)}
+		logOpts := []otlploghttp.Option{otlploghttp.WithEndpoint(r.Endpoint), otlploghttp.WithHeaders(r.Headers)}
+		if !r.SDKDefaults {
+			traceOpts = append(traceOpts, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+			metricOpts = append(metricOpts, otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: false}))
+			logOpts = append(logOpts, otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false}))
+		}
 		if r.TLS != nil {
 			traceOpts = append(traceOpts, otlptracehttp.WithTLSClientConfig(r.TLS))
 			metricOpts = append(metricOpts, otlpmetrichttp.WithTLSClientConfig(r.TLS))

@@ -105,6 +105,21 @@ type Rank struct {
 	// acknowledged, for tests that check acknowledged ⊆ delivered item by
 	// item. One AckLog may be shared by many ranks.
 	Acked *AckLog
+	// SDKDefaults runs the OpenTelemetry SDK as a training job runs it, at
+	// its defaults: the exporters retry a refusal only within their 10s
+	// export timeout, and the batch span processor exports every 5s or 512
+	// spans from a queue of 2,048 spans, dropping new spans while that queue
+	// is full. Without it (the tests of acknowledgement) retries are off and
+	// the queue blocks the rank instead of dropping.
+	SDKDefaults bool
+	// Produced, when set, records the id of every span the rank ended: what
+	// the job produced, whether its SDK managed to export it or not. One
+	// AckLog may be shared by many ranks.
+	Produced *AckLog
+	// StepEvery paces the rank in real time: iteration i starts no earlier
+	// than (i - FirstIteration) x StepEvery after the rank started; 0: as
+	// fast as the collector takes the spans.
+	StepEvery time.Duration
 	// TLS, when set, connects with TLS using this client configuration;
 	// otherwise the connection is plaintext.
 	TLS *tls.Config
@@ -318,9 +333,14 @@ func (r Rank) Run(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 
+	batcher := sdktrace.WithBatcher(exp.spans, sdktrace.WithBlocking(), sdktrace.WithMaxExportBatchSize(512), sdktrace.WithBatchTimeout(200*time.Millisecond))
+	if r.SDKDefaults {
+		batcher = sdktrace.WithBatcher(exp.spans)
+	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithBatcher(exp.spans, sdktrace.WithBlocking(), sdktrace.WithMaxExportBatchSize(512), sdktrace.WithBatchTimeout(200*time.Millisecond)),
+		sdktrace.WithSpanProcessor(producedSpans{r.Produced}),
+		batcher,
 	)
 	// Metrics are exported once per step (Megatron's log interval) and at shutdown.
 	// The reader is only made when it is registered: the meter provider's
@@ -362,7 +382,13 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 	trainCtx, train := tracer.Start(ctx, lensfixture.Train, at(setup))
 
 	cursor := setup
+	started := time.Now()
 	for it := r.FirstIteration; it <= r.Steps; it++ {
+		if r.StepEvery > 0 {
+			if err := sleepCtx(ctx, time.Until(started.Add(time.Duration(it-r.FirstIteration)*r.StepEvery))); err != nil {
+				return err
+			}
+		}
 		step := r.stepOf(it)
 		if r.PausesBefore(it) {
 			if err := r.pause(ctx); err != nil {
@@ -398,8 +424,10 @@ func (r Rank) emit(ctx context.Context, tracer trace.Tracer, meter metric.Meter,
 		inst.lr.Record(ctx, 3e-4)
 		inst.memory.Record(ctx, 61.5)
 		inst.skipped.Add(ctx, 0)
+		// A job at SDKDefaults trains on when its telemetry fails (the
+		// failure is counted in the exporters' first error).
 		if !r.NoMetrics {
-			if err := reader.ForceFlush(ctx); err != nil {
+			if err := reader.ForceFlush(ctx); err != nil && !r.SDKDefaults {
 				return fmt.Errorf("flush metrics: %w", err)
 			}
 		}
@@ -428,11 +456,17 @@ func (r Rank) PausesBefore(it int) bool {
 
 // pause waits Pause of real time; the batch processors (200ms) export
 // what the rank ended meanwhile.
-func (r Rank) pause(ctx context.Context) error {
+func (r Rank) pause(ctx context.Context) error { return sleepCtx(ctx, r.Pause) }
+
+// sleepCtx sleeps d (nothing when d <= 0), or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(r.Pause):
+	case <-time.After(d):
 		return nil
 	}
 }

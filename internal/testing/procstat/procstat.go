@@ -55,3 +55,19 @@ func StatusKiB(pid int, key string) (int64, error) {
 	}
 	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, key)
 }
+
+// WriteBytes returns the bytes a process has caused to be written to
+// storage so far (write_bytes of /proc/<pid>/io: what reached the block
+// layer, fsynced or written back, not what sat in the page cache).
+func WriteBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/io has no write_bytes", pid)
+}

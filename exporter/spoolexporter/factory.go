@@ -1,0 +1,127 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package spoolexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter"
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadata"
+)
+
+// balancers makes the load balancer each slot sends through.
+var balancers = loadbalancingexporter.NewFactory()
+
+// NewFactory returns the factory of the spool exporter.
+func NewFactory() exporter.Factory {
+	return exporter.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		exporter.WithTraces(createTraces, metadata.TracesStability),
+		exporter.WithMetrics(createMetrics, metadata.MetricsStability),
+		exporter.WithLogs(createLogs, metadata.LogsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	queue := exporterhelper.NewDefaultQueueConfig()
+	queue.Sizer = exporterhelper.RequestSizerTypeBytes
+	queue.QueueSize = 1 << 30
+	queue.NumConsumers = 4
+	retry := configretry.NewDefaultBackOffConfig()
+	retry.MaxElapsedTime = 0
+	return &Config{
+		QueueConfig:   queue,
+		RetryConfig:   retry,
+		Slots:         32,
+		LoadBalancing: *balancers.CreateDefaultConfig().(*loadbalancingexporter.Config),
+	}
+}
+
+func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	return create(ctx, set, cfg.(*Config), traces)
+}
+
+func createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+	return create(ctx, set, cfg.(*Config), metrics)
+}
+
+func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	return create(ctx, set, cfg.(*Config), logs)
+}
+
+// create makes one signal's spool: its load balancer, a persistent queue
+// per slot sending into it, and the exporter that splits what it is given
+// over the slots.
+func create[T any, E component.Component](ctx context.Context, set exporter.Settings, c *Config, sig signal[T, E]) (E, error) {
+	var none E
+	balancer, err := sig.newBalancer(ctx, balancerSettings(set), c.balancerConfig())
+	if err != nil {
+		return none, err
+	}
+	s := newSpool(c, balancer, sig.resources)
+	for i := range c.Slots {
+		q, err := sig.newExporter(ctx, slotSettings(set, i), c, sig.consume(balancer), c.slotOptions()...)
+		if err != nil {
+			return none, err
+		}
+		s.slots = append(s.slots, slot[T]{q, sig.consume(q)})
+	}
+	return sig.newExporter(ctx, set, c, s.consume, s.options()...)
+}
+
+// balancerConfig is load_balancing without its own queues and retries:
+// a slot's queue holds and its retry sender retries, so a request leaves
+// the disk only once the gateway answered it.
+func (c *Config) balancerConfig() *loadbalancingexporter.Config {
+	lb := c.LoadBalancing
+	lb.TimeoutSettings = exporterhelper.TimeoutConfig{}
+	lb.QueueSettings = configoptional.None[exporterhelper.QueueBatchConfig]()
+	lb.BackOffConfig.Enabled = false
+	lb.Protocol.OTLP.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	lb.Protocol.OTLP.RetryConfig.Enabled = false
+	return &lb
+}
+
+// slotOptions: each slot is a persistent queue with retries in front of the
+// load balancer. No timeout of its own: protocol::otlp::timeout bounds each
+// request to a gateway.
+func (c *Config) slotOptions() []exporterhelper.Option {
+	return []exporterhelper.Option{
+		exporterhelper.WithQueue(configoptional.Some(c.QueueConfig)),
+		exporterhelper.WithRetry(c.RetryConfig),
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+	}
+}
+
+// balancerSettings names the load balancer after the spool (load_balancing/NAME):
+// its own telemetry (otelcol_loadbalancer_*) is reported under that name.
+func balancerSettings(set exporter.Settings) exporter.Settings {
+	set.ID = component.NewIDWithName(balancers.Type(), set.ID.Name())
+	return set
+}
+
+// slotSettings names slot i spool/slotNN (spool/NAME_slotNN): the name of
+// its queue in the storage extension and of its otelcol_exporter_* series.
+// The name must not change between releases: a renamed slot strands what
+// its queue held.
+func slotSettings(set exporter.Settings, i int) exporter.Settings {
+	name := fmt.Sprintf("slot%02d", i)
+	if base := set.ID.Name(); base != "" {
+		name = base + "_" + name
+	}
+	set.ID = component.NewIDWithName(set.ID.Type(), name)
+	set.Logger = set.Logger.With(zap.Int("slot", i))
+	return set
+}

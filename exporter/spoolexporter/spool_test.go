@@ -1,0 +1,221 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package spoolexporter
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
+)
+
+// memStorage is a storage extension in memory that outlives the spools
+// started on it, as a node's disk outlives the collector. (The e2e tests
+// kill the binary on a real file_storage.)
+type memStorage struct {
+	component.StartFunc
+	component.ShutdownFunc
+	mu      sync.Mutex
+	clients map[string]*memClient
+}
+
+func (m *memStorage) GetClient(_ context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := fmt.Sprint(kind, id, name)
+	if m.clients[key] == nil {
+		m.clients[key] = &memClient{kv: map[string][]byte{}}
+	}
+	return m.clients[key], nil
+}
+
+type memClient struct {
+	mu sync.Mutex
+	kv map[string][]byte
+}
+
+func (c *memClient) Get(ctx context.Context, key string) ([]byte, error) {
+	op := storage.GetOperation(key)
+	err := c.Batch(ctx, op)
+	return op.Value, err
+}
+
+func (c *memClient) Set(ctx context.Context, key string, v []byte) error {
+	return c.Batch(ctx, storage.SetOperation(key, v))
+}
+
+func (c *memClient) Delete(ctx context.Context, key string) error {
+	return c.Batch(ctx, storage.DeleteOperation(key))
+}
+
+func (c *memClient) Batch(_ context.Context, ops ...*storage.Operation) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, op := range ops {
+		switch op.Type {
+		case storage.Get:
+			op.Value = c.kv[op.Key]
+		case storage.Set:
+			c.kv[op.Key] = append([]byte(nil), op.Value...)
+		case storage.Delete:
+			delete(c.kv, op.Key)
+		}
+	}
+	return nil
+}
+
+func (*memClient) Close(context.Context) error { return nil }
+
+type host struct {
+	ext map[component.ID]component.Component
+}
+
+func (h host) GetExtensions() map[component.ID]component.Component { return h.ext }
+
+var storageID = component.MustNewIDWithName("file_storage", "spool")
+
+func testConfig(t *testing.T, gateways ...string) *Config {
+	t.Helper()
+	cfg := createDefaultConfig().(*Config)
+	cfg.QueueConfig.StorageID = &storageID
+	cfg.RetryConfig.InitialInterval = 10 * time.Millisecond
+	cfg.RetryConfig.MaxInterval = 50 * time.Millisecond
+	cfg.LoadBalancing.RoutingKey = "attributes"
+	cfg.LoadBalancing.RoutingAttributes = []string{"nemo.run.id"}
+	cfg.LoadBalancing.Protocol.OTLP.ClientConfig.TLS.Insecure = true
+	cfg.LoadBalancing.Protocol.OTLP.TimeoutConfig.Timeout = 2 * time.Second
+	cfg.LoadBalancing.Resolver.Static = configoptional.Some(loadbalancingexporter.StaticResolver{Hostnames: gateways})
+	require.NoError(t, cfg.Validate())
+	return cfg
+}
+
+func startSpool(t *testing.T, cfg *Config, disk *memStorage) exporter.Traces {
+	t.Helper()
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.ID = component.NewID(metadata.Type) // the same slots' queues after a restart
+	exp, err := NewFactory().CreateTraces(t.Context(), set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(t.Context(), host{map[component.ID]component.Component{storageID: disk}}))
+	return exp
+}
+
+func runTraces(run string, spans int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("nemo.run.id", run)
+	ss := rs.ScopeSpans().AppendEmpty()
+	for i := range spans {
+		s := ss.Spans().AppendEmpty()
+		s.SetName(fmt.Sprintf("%s-%d", run, i))
+	}
+	return td
+}
+
+func spansOf(s *otlpsink.Sink) int { return s.Count(otlpsink.Traces) }
+
+// refuse makes a gateway answer UNAVAILABLE (HTTP 503) to everything.
+func refuse(s *otlpsink.Sink) {
+	s.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) { return http.StatusServiceUnavailable, nil, nil })
+}
+
+// TestADownGatewayHoldsOnlyItsRuns: two gateways, two runs in different
+// slots, one run on each. While gateway A refuses everything, the spool
+// still takes run A's spans (on disk) and run B's reach gateway B; the
+// spool is stopped and a new one started on the same disk, and once
+// gateway A takes data again every span of run A arrives, once.
+func TestADownGatewayHoldsOnlyItsRuns(t *testing.T) {
+	gwA, err := otlpsink.StartGRPC()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gwA.Close() })
+	gwB, err := otlpsink.StartGRPC()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gwB.Close() })
+	cfg := testConfig(t, gwA.Addr, gwB.Addr)
+	disk := &memStorage{clients: map[string]*memClient{}}
+
+	// A run on each gateway, in different slots: probe runs one by one.
+	exp := startSpool(t, cfg, disk)
+	runA, runB := "", ""
+	s := spoolOf(t, cfg)
+	for i := 0; runA == "" || runB == ""; i++ {
+		require.Less(t, i, 200, "no two runs on different gateways and slots")
+		run := fmt.Sprintf("run-%d", i)
+		before := spansOf(gwA)
+		require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces(run, 1)))
+		require.Eventually(t, func() bool { return spansOf(gwA)+spansOf(gwB) == i+1 }, 10*time.Second, 5*time.Millisecond)
+		onA := spansOf(gwA) > before
+		switch {
+		case onA && runA == "" && (runB == "" || s.slotOf(runTraces(run, 0).ResourceSpans().At(0).Resource()) != s.slotOf(runTraces(runB, 0).ResourceSpans().At(0).Resource())):
+			runA = run
+		case !onA && runB == "" && (runA == "" || s.slotOf(runTraces(run, 0).ResourceSpans().At(0).Resource()) != s.slotOf(runTraces(runA, 0).ResourceSpans().At(0).Resource())):
+			runB = run
+		}
+	}
+	baseA, baseB := spansOf(gwA), spansOf(gwB)
+
+	refuse(gwA)
+	for range 10 {
+		require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces(runA, 100)), "the spool refused while its gateway was down: it must hold")
+		require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces(runB, 100)))
+	}
+	require.Eventually(t, func() bool { return spansOf(gwB) == baseB+1000 }, 10*time.Second, 10*time.Millisecond,
+		"run B's spans did not reach its gateway while run A's was down: %d of 1000", spansOf(gwB)-baseB)
+	assert.Equal(t, baseA, spansOf(gwA))
+
+	// Stopped while gateway A is down: the new spool sends what the old one held.
+	require.NoError(t, exp.Shutdown(context.WithoutCancel(t.Context())))
+	exp = startSpool(t, cfg, disk)
+	t.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(t.Context())) })
+	gwA.SetRespond(nil)
+	require.Eventually(t, func() bool { return spansOf(gwA) >= baseA+1000 }, 10*time.Second, 10*time.Millisecond,
+		"run A's held spans did not arrive after a restart: %d of 1000", spansOf(gwA)-baseA)
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, baseA+1000, spansOf(gwA), "duplicates")
+	assert.Equal(t, baseB+1000, spansOf(gwB), "duplicates")
+}
+
+// TestARequestOfManyRunsIsSplitBySlot: a request holding resources of
+// several runs is written to each run's slot; every span arrives once.
+func TestARequestOfManyRunsIsSplitBySlot(t *testing.T) {
+	gw, err := otlpsink.StartGRPC()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gw.Close() })
+	cfg := testConfig(t, gw.Addr)
+	exp := startSpool(t, cfg, &memStorage{clients: map[string]*memClient{}})
+	t.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(t.Context())) })
+	td := ptrace.NewTraces()
+	s := spoolOf(t, cfg)
+	slots := map[int]bool{}
+	for i := range 8 {
+		one := runTraces(fmt.Sprintf("run-%d", i), 10)
+		slots[s.slotOf(one.ResourceSpans().At(0).Resource())] = true
+		one.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	require.Greater(t, len(slots), 1)
+	require.NoError(t, exp.ConsumeTraces(t.Context(), td))
+	require.Eventually(t, func() bool { return spansOf(gw) == 80 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// spoolOf is a spool with the config's slots, for slotOf.
+func spoolOf(t *testing.T, cfg *Config) *spool[ptrace.Traces] {
+	t.Helper()
+	s := newSpool(cfg, nil, traces.resources)
+	s.slots = make([]slot[ptrace.Traces], cfg.Slots)
+	return s
+}
