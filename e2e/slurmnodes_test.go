@@ -370,8 +370,10 @@ func startSystemdAgent(t *testing.T, l *lan, host string, gw *nsGateway, logDir 
 	}
 	env["GATEWAY_ENDPOINTS"] = "[" + gw.otlpEndpoint() + "]"
 	// The unit's state directory, /var/lib/otelcol-nemo, is the agent's
-	// working directory.
+	// working directory: its spool is ./queue there (NEMO_QUEUE_DIR's
+	// default), one per node.
 	stateDir := filepath.Join(logDir, host)
+	env["NEMO_QUEUE_DIR"] = filepath.Join(stateDir, "queue")
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
