@@ -219,3 +219,50 @@ func spoolOf(t *testing.T, cfg *Config) *spool[ptrace.Traces] {
 	s.slots = make([]slot[ptrace.Traces], cfg.Slots)
 	return s
 }
+
+// TestHeldSpansFollowTheirRunToItsNewGateway: what the spool held for a
+// gateway that is gone goes to the gateway its run hashes to when it is
+// sent. Gateway A refuses; the spool is stopped and started again with A
+// out of the ring (as the dns resolver drops a gateway that left DNS), and
+// every span it held for A's run arrives at B.
+func TestHeldSpansFollowTheirRunToItsNewGateway(t *testing.T) {
+	gwA, err := otlpsink.StartGRPC()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gwA.Close() })
+	gwB, err := otlpsink.StartGRPC()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gwB.Close() })
+	disk := &memStorage{clients: map[string]*memClient{}}
+
+	refuse(gwA)
+	exp := startSpool(t, testConfig(t, gwA.Addr, gwB.Addr), disk)
+	run := ""
+	for i := 0; run == ""; i++ {
+		require.Less(t, i, 100, "no run hashes to gateway A")
+		candidate := fmt.Sprintf("run-%d", i)
+		require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces(candidate, 1)))
+		// Gateway A refuses: a run that reached B within the wait is B's.
+		if !within(500*time.Millisecond, func() bool { return spansOf(gwB) == i+1 }) {
+			run = candidate
+		}
+	}
+	require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces(run, 99)))
+	require.NoError(t, exp.Shutdown(t.Context()))
+	require.Zero(t, spansOf(gwA))
+
+	before := spansOf(gwB)
+	exp = startSpool(t, testConfig(t, gwB.Addr), disk)
+	t.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(t.Context())) })
+	require.Eventually(t, func() bool { return spansOf(gwB) == before+100 }, 10*time.Second, 10*time.Millisecond,
+		"the spans held for gateway A did not reach the run's new gateway: %d of 100", spansOf(gwB)-before)
+}
+
+// within polls cond until it holds (true) or d has passed (false).
+func within(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
