@@ -28,7 +28,9 @@
 // It also warns (the start goes on) about a stock `file` exporter whose
 // directory does not exist and that does not set create_directory: the
 // exporter would fail at start with "no such file or directory", after
-// `validate` passed.
+// `validate` passed; and about a persistent queue in a file_storage
+// directory that no exporter of the config opens (renamed, removed, or a
+// spool with fewer slots): what it holds would never be sent.
 //
 // The collector's own config validation cannot see these: the values are
 // well-formed. A converter runs on every config the binary loads, presets,
@@ -99,6 +101,7 @@ func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 		}
 	}
 	errs = append(errs, undefinedJaeger(conf, exporters)...)
+	c.warnStrandedQueues(conf, exporters)
 	return errors.Join(errs...)
 }
 

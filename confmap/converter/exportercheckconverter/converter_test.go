@@ -4,6 +4,8 @@
 package exportercheckconverter
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -159,4 +161,38 @@ func TestFileExporterDirectoryWarning(t *testing.T) {
 	entry := logs.All()[0]
 	assert.Contains(t, entry.Message, "create_directory: true")
 	assert.Equal(t, map[string]any{"exporter": "file", "path": "/var/log/otel/telemetry.jsonl", "directory": "/var/log/otel"}, entry.ContextMap())
+}
+
+// TestStrandedQueueWarning: a queue file of an exporter the config does not
+// have (an otlp_http exporter replaced by otlp_grpc, a spool slot beyond
+// slots) is named in a warning; the config's own queues are not.
+func TestStrandedQueueWarning(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{
+		"exporter_otlp_grpc_backend_traces", // this config's
+		"exporter_otlp_http_backend_traces", // stranded: the exporter was otlp_http before
+		"exporter_spool_slot03_logs",        // this config's
+		"exporter_spool_slot09_logs",        // stranded: the spool has 8 slots now
+		"exporter_nemo_view__runs",          // this config's
+		"receiver_otlp__x",                  // not an exporter's
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o600))
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	c := converter{logger: zap.New(core), statDir: dirExists}
+	conf := confmap.NewFromStringMap(map[string]any{
+		"extensions": map[string]any{"file_storage/queue": map[string]any{"directory": dir}},
+		"exporters": map[string]any{
+			"otlp_grpc/backend": map[string]any{"endpoint": "backend:4317"},
+			"spool":             map[string]any{"slots": 8},
+			"nemo_view":         map[string]any{},
+		},
+	})
+	require.NoError(t, c.Convert(t.Context(), conf), "a stranded queue warns, it does not refuse")
+	var files []string
+	for _, e := range logs.All() {
+		assert.Contains(t, e.Message, "will not be sent")
+		files = append(files, e.ContextMap()["file"].(string))
+	}
+	assert.ElementsMatch(t, []string{filepath.Join(dir, "exporter_otlp_http_backend_traces"), filepath.Join(dir, "exporter_spool_slot09_logs")}, files)
 }
