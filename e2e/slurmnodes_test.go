@@ -370,10 +370,13 @@ func startSystemdAgent(t *testing.T, l *lan, host string, gw *nsGateway, logDir 
 	}
 	env["GATEWAY_ENDPOINTS"] = "[" + gw.otlpEndpoint() + "]"
 	// The unit's state directory, /var/lib/otelcol-nemo, is the agent's
-	// working directory: its spool is ./queue there (NEMO_QUEUE_DIR's
-	// default), one per node.
+	// working directory, and its spool is queue/agent there (the unit's
+	// NEMO_QUEUE_DIR), one per node.
 	stateDir := filepath.Join(logDir, host)
-	env["NEMO_QUEUE_DIR"] = filepath.Join(stateDir, "queue")
+	if !strings.Contains(unit, "Environment=NEMO_QUEUE_DIR=/var/lib/otelcol-nemo/queue/%i") {
+		t.Fatal("otelcol-nemo@.service does not give each instance a queue directory of its own")
+	}
+	env["NEMO_QUEUE_DIR"] = filepath.Join(stateDir, "queue", "agent")
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
