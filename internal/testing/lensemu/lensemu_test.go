@@ -6,6 +6,7 @@ package lensemu
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -391,4 +392,27 @@ func TestRepeatedPausesInRealTime(t *testing.T) {
 	}
 	gap := steps[[2]int64{0, 5}][attrkey.MegatronTrainStep].end.Sub(steps[[2]int64{1, 5}][attrkey.MegatronTrainStep].end).Abs()
 	assert.Less(t, gap, DefaultComputeDuration, "the steps end together after the pauses")
+}
+
+// TestProducedCountsWhatNoCollectorTook: a rank at SDKDefaults whose
+// collector is gone records every span it ended in Produced, none in its
+// result: Produced is what the job made, not what was acknowledged. (Over
+// OTLP/HTTP, which does not retry a refused connection, so the test is
+// quick.) StepEvery paces it in real time.
+func TestProducedCountsWhatNoCollectorTook(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	produced := NewAckLog()
+	r := Rank{
+		Endpoint: addr, Protocol: HTTP, RunID: "run-gone", WorldSize: 1, Steps: 3,
+		NoMetrics: true, NoLogs: true, SDKDefaults: true, Produced: produced, StepEvery: 50 * time.Millisecond,
+	}
+	start := time.Now()
+	res, err := r.Run(t.Context())
+	require.Error(t, err, "no collector: the export fails")
+	assert.Zero(t, res.Spans)
+	assert.Len(t, produced.IDs(), JobSpans+3*SpansPerStep(2), "every span the rank ended")
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "three steps 50 ms apart")
 }
