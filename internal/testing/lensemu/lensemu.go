@@ -337,11 +337,11 @@ func (r Rank) Run(ctx context.Context) (Result, error) {
 	if r.SDKDefaults {
 		batcher = sdktrace.WithBatcher(exp.spans)
 	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithResource(res),
-		sdktrace.WithSpanProcessor(producedSpans{r.Produced}),
-		batcher,
-	)
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), batcher}
+	if r.Produced != nil {
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(producedSpans{r.Produced}))
+	}
+	tp := sdktrace.NewTracerProvider(tpOpts...)
 	// Metrics are exported once per step (Megatron's log interval) and at shutdown.
 	// The reader is only made when it is registered: the meter provider's
 	// shutdown is what stops its goroutine.
