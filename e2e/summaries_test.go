@@ -210,6 +210,18 @@ func checkAgentRestartedMidRun(t *testing.T, run string, shape func(*lensemu.Ran
 		again[i].FirstIteration, again[i].Start = steps+1, start
 	}
 	runJob(t, again)
+	// The agent answered from its spool: wait for the gateway to have
+	// everything before stopping the tiers (a stopped agent keeps what it
+	// has not sent yet on its disk, for its next start).
+	waitFor(t, deliveryTimeout, "the gateway's step metrics of every rank and iteration", func() bool {
+		points := busyPoints(t, gws, run)
+		for rank := range int64(world) {
+			if points[rank] != 2*steps {
+				return false
+			}
+		}
+		return true
+	})
 	stopTier(agents, gws)
 
 	busy := busyPoints(t, gws, run)

@@ -6,6 +6,7 @@ package spoolexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/spoo
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 	"go.opentelemetry.io/collector/config/configretry"
@@ -31,6 +32,10 @@ type Config struct {
 	// other's gateway) only when their hashes meet: with s slots and two
 	// runs on a node, one chance in s.
 	Slots int `mapstructure:"slots"`
+	// DrainTimeout is how long a stopping spool waits for what it took
+	// while it ran to reach the gateways; what is left stays on disk for
+	// the next start.
+	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
 	// LoadBalancing is contrib's load_balancing exporter's configuration
 	// (routing_key, routing_attributes, resolver, protocol::otlp). Its own
 	// queues and retries are turned off: the spool queues and retries.
@@ -46,6 +51,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Slots < 1 || c.Slots > maxSlots {
 		errs = append(errs, fmt.Errorf("slots: %d is out of range: use 1 to %d (default 32)", c.Slots, maxSlots))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("drain_timeout: %s is negative: use 0 (stop at once, what is held stays on disk) or a duration such as 10s", c.DrainTimeout))
 	}
 	return errors.Join(errs...)
 }

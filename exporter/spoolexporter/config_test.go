@@ -54,6 +54,7 @@ func TestConfigMistakes(t *testing.T) {
 		"no_storage":      "sending_queue::storage is required",
 		"too_many_slots":  "slots: 1000 is out of range: use 1 to 256",
 		"wait_for_result": "`wait_for_result` is not supported with a persistent queue",
+		"negative_drain":  "drain_timeout: -1s is negative",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(t, name)

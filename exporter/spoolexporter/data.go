@@ -21,6 +21,7 @@ type resources[T any] struct {
 	resource     func(T, int) pcommon.Resource
 	copyResource func(src T, i int, dst T)
 	empty        func() T
+	items        func(T) int
 }
 
 // signal is what the spool needs of one signal: its resources, and making
@@ -40,6 +41,7 @@ var traces = signal[ptrace.Traces, exporter.Traces]{
 			d.ResourceSpans().At(i).CopyTo(dst.ResourceSpans().AppendEmpty())
 		},
 		empty: ptrace.NewTraces,
+		items: ptrace.Traces.SpanCount,
 	},
 	newBalancer: balancers.CreateTraces,
 	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, ptrace.Traces) error, opts ...exporterhelper.Option) (exporter.Traces, error) {
@@ -56,6 +58,7 @@ var metrics = signal[pmetric.Metrics, exporter.Metrics]{
 			d.ResourceMetrics().At(i).CopyTo(dst.ResourceMetrics().AppendEmpty())
 		},
 		empty: pmetric.NewMetrics,
+		items: pmetric.Metrics.DataPointCount,
 	},
 	newBalancer: balancers.CreateMetrics,
 	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, pmetric.Metrics) error, opts ...exporterhelper.Option) (exporter.Metrics, error) {
@@ -72,6 +75,7 @@ var logs = signal[plog.Logs, exporter.Logs]{
 			d.ResourceLogs().At(i).CopyTo(dst.ResourceLogs().AppendEmpty())
 		},
 		empty: plog.NewLogs,
+		items: plog.Logs.LogRecordCount,
 	},
 	newBalancer: balancers.CreateLogs,
 	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, plog.Logs) error, opts ...exporterhelper.Option) (exporter.Logs, error) {

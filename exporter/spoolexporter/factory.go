@@ -6,6 +6,7 @@ package spoolexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/spoo
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 	"go.opentelemetry.io/collector/component"
@@ -44,6 +45,7 @@ func createDefaultConfig() component.Config {
 		QueueConfig:   queue,
 		RetryConfig:   retry,
 		Slots:         32,
+		DrainTimeout:  10 * time.Second,
 		LoadBalancing: *balancers.CreateDefaultConfig().(*loadbalancingexporter.Config),
 	}
 }
@@ -71,7 +73,7 @@ func create[T any, E component.Component](ctx context.Context, set exporter.Sett
 	}
 	s := newSpool(c, balancer, sig.resources)
 	for i := range c.Slots {
-		q, err := sig.newExporter(ctx, slotSettings(set, i), c, sig.consume(balancer), c.slotOptions()...)
+		q, err := sig.newExporter(ctx, slotSettings(set, i), c, s.sent(sig.consume(balancer)), c.slotOptions()...)
 		if err != nil {
 			return none, err
 		}

@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -38,10 +41,17 @@ type spool[T any] struct {
 	keys     []string // routing attributes read from each resource
 	balancer component.Component
 	slots    []slot[T]
+	drain    time.Duration
+	// pending counts the items this spool took and has not sent yet (sent
+	// or refused for good), never below 0: what a stopping spool waits
+	// for. Items read back at start were taken by another process: their
+	// sending may hide some of this process's from it, which then stay on
+	// disk for the next start.
+	pending atomic.Int64
 }
 
 func newSpool[T any](c *Config, balancer component.Component, data resources[T]) *spool[T] {
-	s := &spool[T]{data: data, balancer: balancer}
+	s := &spool[T]{data: data, balancer: balancer, drain: c.DrainTimeout}
 	if c.LoadBalancing.RoutingKey == "attributes" {
 		s.keys = c.LoadBalancing.RoutingAttributes
 	}
@@ -71,9 +81,13 @@ func (s *spool[T]) start(ctx context.Context, host component.Host) error {
 	return nil
 }
 
-// shutdown stops the slots first (what they hold stays on disk), then the
-// load balancer they send through.
+// shutdown waits, at most drain, for what the spool took to reach the
+// gateways, then stops the slots (what they still hold stays on disk) and
+// the load balancer they send through.
 func (s *spool[T]) shutdown(ctx context.Context) error {
+	for deadline := time.Now().Add(s.drain); s.pending.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond)
+	}
 	var errs []error
 	for _, sl := range s.slots {
 		errs = append(errs, sl.Shutdown(ctx))
@@ -96,7 +110,7 @@ func (s *spool[T]) consume(ctx context.Context, data T) error {
 		mixed = mixed || slots[i] != slots[0]
 	}
 	if !mixed {
-		return s.slots[slots[0]].consume(ctx, data)
+		return s.take(ctx, slots[0], data)
 	}
 	parts := map[int]T{}
 	var order []int
@@ -111,9 +125,36 @@ func (s *spool[T]) consume(ctx context.Context, data T) error {
 	}
 	var errs []error
 	for _, k := range order {
-		errs = append(errs, s.slots[k].consume(ctx, parts[k]))
+		errs = append(errs, s.take(ctx, k, parts[k]))
 	}
 	return errors.Join(errs...)
+}
+
+// take writes data into slot k, counting it pending once it is on disk.
+func (s *spool[T]) take(ctx context.Context, k int, data T) error {
+	err := s.slots[k].consume(ctx, data)
+	if err == nil {
+		s.pending.Add(int64(s.data.items(data)))
+	}
+	return err
+}
+
+// sent wraps a slot's sending: what a gateway took, or refused for good,
+// is no longer pending.
+func (s *spool[T]) sent(send func(context.Context, T) error) func(context.Context, T) error {
+	return func(ctx context.Context, data T) error {
+		err := send(ctx, data)
+		if err == nil || consumererror.IsPermanent(err) {
+			n := int64(s.data.items(data))
+			for {
+				old := s.pending.Load()
+				if s.pending.CompareAndSwap(old, max(0, old-n)) {
+					break
+				}
+			}
+		}
+		return err
+	}
 }
 
 // slotOf hashes the resource's routing attributes (FNV-1a: the same slot

@@ -96,6 +96,7 @@ func testConfig(t *testing.T, gateways ...string) *Config {
 	cfg.QueueConfig.StorageID = &storageID
 	cfg.RetryConfig.InitialInterval = 10 * time.Millisecond
 	cfg.RetryConfig.MaxInterval = 50 * time.Millisecond
+	cfg.DrainTimeout = 100 * time.Millisecond // stopped while a gateway refuses: do not wait long
 	cfg.LoadBalancing.RoutingKey = "attributes"
 	cfg.LoadBalancing.RoutingAttributes = []string{"nemo.run.id"}
 	cfg.LoadBalancing.Protocol.OTLP.ClientConfig.TLS.Insecure = true
@@ -265,4 +266,26 @@ func within(d time.Duration, cond func() bool) bool {
 		}
 	}
 	return cond()
+}
+
+// TestAStoppingSpoolSendsWhatItTook: a spool stopped right after it took
+// data, its gateway slow but up, sends everything before it stops (at
+// most drain_timeout): a job's last flush reaches the gateway, it is not
+// left on the node's disk.
+func TestAStoppingSpoolSendsWhatItTook(t *testing.T) {
+	gw, err := otlpsink.StartGRPC()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gw.Close() })
+	gw.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
+		time.Sleep(200 * time.Millisecond) // a slow gateway
+		return 0, nil, nil
+	})
+	cfg := testConfig(t, gw.Addr)
+	cfg.DrainTimeout = 10 * time.Second
+	exp := startSpool(t, cfg, &memStorage{clients: map[string]*memClient{}})
+	for i := range 20 {
+		require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces(fmt.Sprintf("run-%d", i%4), 50)))
+	}
+	require.NoError(t, exp.Shutdown(t.Context()))
+	assert.Equal(t, 1000, spansOf(gw), "sent before the spool stopped")
 }
