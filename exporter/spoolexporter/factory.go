@@ -44,7 +44,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		QueueConfig:   queue,
 		RetryConfig:   retry,
-		Slots:         32,
+		Slots:         DefaultSlots,
 		DrainTimeout:  10 * time.Second,
 		LoadBalancing: *balancers.CreateDefaultConfig().(*loadbalancingexporter.Config),
 	}
@@ -114,16 +114,23 @@ func balancerSettings(set exporter.Settings) exporter.Settings {
 	return set
 }
 
-// slotSettings names slot i spool/slotNN (spool/NAME_slotNN): the name of
-// its queue in the storage extension and of its otelcol_exporter_* series.
-// The name must not change between releases: a renamed slot strands what
-// its queue held.
-func slotSettings(set exporter.Settings, i int) exporter.Settings {
-	name := fmt.Sprintf("slot%02d", i)
-	if base := set.ID.Name(); base != "" {
-		name = base + "_" + name
+// DefaultSlots is the slots of the default config.
+const DefaultSlots = 32
+
+// SlotName is the component name of slot i of the spool named name:
+// slotNN, or NAME_slotNN (spool/slotNN, spool/NAME_slotNN), the name of its
+// queue in the storage extension and of its otelcol_exporter_* series. It
+// must not change between releases: a renamed slot strands what its queue
+// held.
+func SlotName(name string, i int) string {
+	if name == "" {
+		return fmt.Sprintf("slot%02d", i)
 	}
-	set.ID = component.NewIDWithName(set.ID.Type(), name)
+	return fmt.Sprintf("%s_slot%02d", name, i)
+}
+
+func slotSettings(set exporter.Settings, i int) exporter.Settings {
+	set.ID = component.NewIDWithName(set.ID.Type(), SlotName(set.ID.Name(), i))
 	set.Logger = set.Logger.With(zap.Int("slot", i))
 	return set
 }

@@ -14,10 +14,9 @@ import (
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap"
-)
 
-// defaultSpoolSlots is the spool exporter's default slots.
-const defaultSpoolSlots = 32
+	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter"
+)
 
 // warnStrandedQueues warns about the persistent queues in a file_storage
 // extension's directory that no exporter of this config opens: the
@@ -28,6 +27,7 @@ const defaultSpoolSlots = 32
 // `exporter_spool_slot07_logs`).
 func (c converter) warnStrandedQueues(conf *confmap.Conf, exporters map[string]any) {
 	extensions, _ := conf.Get("extensions").(map[string]any)
+	prefixes := queuePrefixes(exporters)
 	for _, id := range slices.Sorted(maps.Keys(extensions)) {
 		if typ, _, _ := strings.Cut(id, "/"); typ != "file_storage" {
 			continue
@@ -38,7 +38,6 @@ func (c converter) warnStrandedQueues(conf *confmap.Conf, exporters map[string]a
 		if dir == "" || err != nil {
 			continue // the extension's default directory, or none yet
 		}
-		prefixes := queuePrefixes(exporters)
 		for _, e := range entries {
 			name := e.Name()
 			if e.IsDir() || !strings.HasPrefix(name, "exporter_") || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
@@ -61,18 +60,14 @@ func queuePrefixes(exporters map[string]any) []string {
 			out = append(out, fmt.Sprintf("exporter_%s_%s_", typ, name))
 			continue
 		}
-		slots := defaultSpoolSlots
+		slots := spoolexporter.DefaultSlots
 		if cfg, _ := v.(map[string]any); cfg != nil {
 			if n, err := strconv.Atoi(fmt.Sprint(cfg["slots"])); err == nil {
 				slots = n
 			}
 		}
 		for i := range slots {
-			slot := fmt.Sprintf("slot%02d", i)
-			if name != "" {
-				slot = name + "_" + slot
-			}
-			out = append(out, fmt.Sprintf("exporter_spool_%s_", slot))
+			out = append(out, fmt.Sprintf("exporter_spool_%s_", spoolexporter.SlotName(name, i)))
 		}
 	}
 	return out
