@@ -143,8 +143,19 @@ func TestOTLPPreset(t *testing.T) {
 	env["OTLP_BACKEND_LOGS"] = "true"
 	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9" // the job's variable, in a shared shell
 	c := testcollector.Start(t, testcollector.Config(t, "otlp.yaml"), testcollector.Options{Env: env})
+	defer func() {
+		if t.Failed() {
+			t.Log(c.Logs())
+		}
+	}()
 	sent := runJob(t, mixedJob(c, "run-otlp", 4, 3))
-	waitFor(t, deliveryTimeout, "every item at the OTLP backend", func() bool { return sinkResult(sink) == sent })
+	waitFor(t, deliveryTimeout, "every item at the OTLP backend", func() bool {
+		if got := sinkResult(sink); got != sent {
+			t.Logf("at the backend %s, acknowledged %s; refused %d", describe(got), describe(sent), sink.Refused())
+			return false
+		}
+		return true
+	})
 	c.Stop()
 
 	for _, r := range sink.Requests() {

@@ -30,7 +30,7 @@ const stepEvery = 100 * time.Millisecond
 // TestTwoTiersGatewayFrozenLosesNothingTheJobProduced: the gateway of one
 // run is frozen (SIGSTOP) 40s while both runs stream.
 func TestTwoTiersGatewayFrozenLosesNothingTheJobProduced(t *testing.T) {
-	producedThroughAFault(t, 40*time.Second, true, func(t *testing.T, _ []*testcollector.Collector, gws []*gateway, victim int) func() {
+	producedThroughAFault(t, 40*time.Second, true, false, func(t *testing.T, _ []*testcollector.Collector, gws []*gateway, victim int) func() {
 		if err := syscall.Kill(gws[victim].Pid(), syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestTwoTiersGatewayFrozenLosesNothingTheJobProduced(t *testing.T) {
 // is killed (SIGKILL) and started again 60s later, on its port and
 // directory.
 func TestTwoTiersGatewayDownLosesNothingTheJobProduced(t *testing.T) {
-	producedThroughAFault(t, 60*time.Second, true, func(t *testing.T, _ []*testcollector.Collector, gws []*gateway, victim int) func() {
+	producedThroughAFault(t, 60*time.Second, true, false, func(t *testing.T, _ []*testcollector.Collector, gws []*gateway, victim int) func() {
 		g := gws[victim]
 		g.Kill()
 		return func() { gws[victim] = startGateway(t, g.env, g.grpcPort) }
@@ -59,7 +59,7 @@ func TestTwoTiersGatewayDownLosesNothingTheJobProduced(t *testing.T) {
 // agent listens is lost in the job: measured and logged, not asserted (no
 // collector can answer while it is down; docs/operating.md).
 func TestTwoTiersAgentKilledLosesNothingTheJobProduced(t *testing.T) {
-	producedThroughAFault(t, 3*time.Second, false, func(t *testing.T, agents []*testcollector.Collector, _ []*gateway, _ int) func() {
+	producedThroughAFault(t, 3*time.Second, false, false, func(t *testing.T, agents []*testcollector.Collector, _ []*gateway, _ int) func() {
 		a := agents[0]
 		a.Kill()
 		return func() {
@@ -68,14 +68,35 @@ func TestTwoTiersAgentKilledLosesNothingTheJobProduced(t *testing.T) {
 	})
 }
 
+// TestTwoTiersGatewaysSharingADirectoryOneRestarting: the two gateways
+// write their runs' files into one directory (one shared volume), and the
+// gateway of one run is killed (SIGKILL) and started again 10s later on its
+// port: at its start it repairs the files it finds there, without cutting
+// the other gateway's files as it writes them (flock: a file another
+// collector has open is left alone), and every span the ranks produced is
+// in the shared files.
+func TestTwoTiersGatewaysSharingADirectoryOneRestarting(t *testing.T) {
+	producedThroughAFault(t, 10*time.Second, true, true, func(t *testing.T, _ []*testcollector.Collector, gws []*gateway, victim int) func() {
+		g := gws[victim]
+		g.Kill()
+		return func() { gws[victim] = startGateway(t, g.env, g.grpcPort) }
+	})
+}
+
 // producedThroughAFault runs the two runs for outage plus 30s, applies
 // fault (to gateway victim, the first run's, or to the agent) once the
 // victim has taken 3,000 spans, undoes it outage later, and checks that
 // every span the ranks produced reached a gateway's files (for an agent
 // fault, the gRPC ranks'), that the other gateway's run kept flowing
-// meanwhile and that no rank saw an export fail (a gateway fault).
-func producedThroughAFault(t *testing.T, outage time.Duration, gatewayFault bool, fault func(t *testing.T, agents []*testcollector.Collector, gws []*gateway, victim int) (undo func())) {
-	gws := startGateways(t, 2, nil)
+// meanwhile and that no rank saw an export fail (a gateway fault). With
+// sharedDir both gateways write into one directory.
+func producedThroughAFault(t *testing.T, outage time.Duration, gatewayFault, sharedDir bool, fault func(t *testing.T, agents []*testcollector.Collector, gws []*gateway, victim int) (undo func())) {
+	var adjust func(env map[string]string)
+	if sharedDir {
+		dir := t.TempDir()
+		adjust = func(env map[string]string) { env["NEMO_TELEMETRY_DIR"] = dir }
+	}
+	gws := startGateways(t, 2, adjust)
 	agents := startAgents(t, 1, gws, nil)
 	owner, victimRuns, otherRuns := runsOnBothGateways(t, agents, gws)
 	runs := []string{victimRuns[0], otherRuns[0]}

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensemu"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
@@ -90,4 +92,35 @@ func distinctSpans(s *otlpsink.Sink) int {
 		}
 	}
 	return len(seen)
+}
+
+// TestOTLPPresetKilledUnderLoad: configs/otlp.yaml SIGKILLed while a job
+// sends (4 ranks, every step shape, a step every 100 ms) and started again
+// on the same ports and queue 1 s later. Every span it acknowledged before
+// or after the kill reaches the backend (the persistent queue is read back
+// at start); what was sent twice is counted.
+func TestOTLPPresetKilledUnderLoad(t *testing.T) {
+	sink, taken := takingSink(t, func(otlpsink.Request) (int, http.Header, []byte) { return 0, nil, nil })
+	env := otlpBackendEnv(t, sink.URL)
+	preset := testcollector.Config(t, "otlp.yaml")
+	first := testcollector.Start(t, preset, testcollector.Options{Env: env})
+	acked := lensemu.NewAckLog()
+	job := startJob(t, deadLetterJob(first, "run-killed", 200, acked)) // 20 s
+	time.Sleep(6 * time.Second)
+	before := len(acked.IDs())
+	first.Kill()
+	time.Sleep(time.Second)
+	second := testcollector.Start(t, preset, testcollector.Options{Env: first.Env})
+	_, jobErr := job.wait()
+	ids := hexIDs(acked)
+	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, taken.snapshot, env["NEMO_TELEMETRY_DIR"])
+	second.Stop()
+	t.Logf("killed under load: %d spans acknowledged (%d before the kill), %d delivered, %d dead-lettered, %d duplicates; the ranks saw %s",
+		len(ids), before, len(delivered), len(lettered), dups, firstLine(jobErr))
+	if len(lettered) != 0 {
+		t.Errorf("%d spans dead-lettered by a backend that takes everything", len(lettered))
+	}
+	if before == 0 || len(ids) == before {
+		t.Fatalf("acknowledged %d before the kill, %d in all: the kill was not under load", before, len(ids))
+	}
 }

@@ -20,7 +20,10 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
@@ -223,7 +226,44 @@ func TestRunPageInAHeadlessBrowser(t *testing.T) {
 			if fromDisk.Rows != 4 || !sameNumber(fromDisk.Goodput, final) {
 				t.Errorf("saved page from disk: %d rows, goodput %q; want 4 and %s", fromDisk.Rows, fromDisk.Goodput, final)
 			}
+
+			checkDeadLetterLine(browser, t, page, dir, run, filepath.Join(shots, file+"-dead-letters.png"))
 		})
+	}
+}
+
+// checkDeadLetterLine: no line while the run has no dead letters; once a
+// network exporter wrote one (here the writer nemo_otlp and the spool use,
+// into the preset's NEMO_TELEMETRY_DIR), the page says so in its stalls
+// area, naming the destination and the replay preset.
+func checkDeadLetterLine(browser context.Context, t *testing.T, page, dir, run, shot string) {
+	t.Helper()
+	line := func() (string, bool) {
+		if err := chromedp.Do(browser, chromedp.Navigate(page), chromedp.WaitReady(`body[data-rendered="true"]`)); err != nil {
+			t.Fatalf("render %s: %v", page, err)
+		}
+		text, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.getElementById("dead-letters").hidden ? "" : document.getElementById("dead-letters").textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text, text != ""
+	}
+	if text, shown := line(); shown {
+		t.Errorf("a dead-letter line without dead letters: %q", text)
+	}
+	cfg := deadletter.NewDefaultConfig()
+	cfg.Directory = dir
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("nemo.run.id", run)
+	rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("megatron.train_step")
+	if err := deadletter.Write(deadletter.NewWriter(cfg, "nemo_otlp/honeycomb", zap.NewNop(), func(deadletter.Reason, int) {}), deadletter.Traces, td, deadletter.Refused, "HTTP 401"); err != nil {
+		t.Fatal(err)
+	}
+	text, shown := line()
+	screenshot(browser, t, shot)
+	if !shown || !strings.Contains(text, "nemo_otlp_honeycomb (traces)") || !strings.Contains(text, "configs/replay.yaml") {
+		t.Errorf("the page's dead-letter line %q: want it naming nemo_otlp_honeycomb (traces) and configs/replay.yaml", text)
 	}
 }
 

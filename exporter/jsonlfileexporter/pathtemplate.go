@@ -9,14 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-)
 
-// maxPathValueBytes caps the bytes one attribute value contributes to a
-// path, well under the 255-byte limit of a file name on common filesystems.
-const maxPathValueBytes = 128
+	"github.com/nemo-lens/otelcol-nemo/internal/pathvalue"
+)
 
 // pathTemplate is a file path relative to the output directory in which
 // `{attribute.key}` is replaced with the value of that resource attribute.
@@ -43,7 +40,7 @@ var (
 	errSlashInReference = errors.New("must not contain '/'")
 	errEscapingPath     = errors.New("must stay inside directory (no '..' element)")
 	errControlInPath    = errors.New(`must not contain control characters or '\'`)
-	errPathValue        = fmt.Errorf(`must be at most %d bytes of UTF-8 without '/', '\', control characters or a leading '.'`, maxPathValueBytes)
+	errPathValue        = fmt.Errorf(`must be at most %d bytes of UTF-8 without '/', '\', control characters or a leading '.'`, pathvalue.MaxBytes)
 )
 
 func parsePathTemplate(s string) (*pathTemplate, error) {
@@ -138,7 +135,7 @@ func (t *pathTemplate) render(dst []byte, attrs pcommon.Map, fallback string) []
 		}
 		v, ok := attrs.Get(p.attr)
 		if !ok {
-			dst = appendPathValue(dst, fallback)
+			dst = pathvalue.Append(dst, fallback)
 			continue
 		}
 		var s string
@@ -155,30 +152,7 @@ func (t *pathTemplate) render(dst []byte, attrs pcommon.Map, fallback string) []
 		if s == "" {
 			s = fallback
 		}
-		dst = appendPathValue(dst, s)
-	}
-	return dst
-}
-
-// appendPathValue appends s as one path-safe piece: separators, control
-// characters and bytes that are not UTF-8 become '_', a leading '.' becomes
-// '_' (so neither "." nor ".." nor a hidden file can result), and the value
-// is cut to maxPathValueBytes on a character boundary.
-func appendPathValue(dst []byte, s string) []byte {
-	n := 0
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if n+size > maxPathValueBytes {
-			break
-		}
-		switch {
-		case r == utf8.RuneError && size == 1, r < 0x20, r == 0x7f, r == '/', r == '\\', i == 0 && r == '.':
-			dst = append(dst, '_')
-		default:
-			dst = append(dst, s[i:i+size]...)
-		}
-		n += size
-		i += size
+		dst = pathvalue.Append(dst, s)
 	}
 	return dst
 }
@@ -188,7 +162,7 @@ func checkPathValue(s string) error {
 	if s == "" {
 		return errEmptyPath
 	}
-	if string(appendPathValue(nil, s)) != s {
+	if string(pathvalue.Append(nil, s)) != s {
 		return fmt.Errorf("%w, got %q", errPathValue, s)
 	}
 	return nil

@@ -42,6 +42,10 @@ type Config struct {
 	SaveInterval time.Duration `mapstructure:"save_interval"`
 	// Hosts is the fleet's page (/hosts): every host across the runs.
 	Hosts HostsConfig `mapstructure:"hosts"`
+	// DeadLetterDirectory, when set, is the runs' directory whose
+	// <run>/dead-letters/ the network exporters (nemo_otlp, spool) write
+	// what their destination did not take to: a run page lists its files.
+	DeadLetterDirectory string `mapstructure:"dead_letter_directory"`
 }
 
 // HostsConfig sets what /hosts counts and when a host goes on its drain

@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 // The pages' HTML, script and style, embedded: clusters are often offline,
@@ -46,12 +48,27 @@ type handler struct {
 	store   *store
 	refresh int64 // milliseconds
 	js, css []byte
+	letters string // the runs' directory of the dead letters ("": none listed)
+}
+
+// maxDeadLetterFiles bounds the files a run page lists.
+const maxDeadLetterFiles = 50
+
+// detail is a run's page data: what the store holds, and the run's
+// dead-letter files, read from disk at each request (the exporters that
+// write them are other components).
+func (h *handler) detail(key string) (runDetail, bool) {
+	d, ok := h.store.detail(key)
+	if ok && h.letters != "" {
+		d.DeadLetters = deadletter.List(h.letters, key, maxDeadLetterFiles)
+	}
+	return d, ok
 }
 
 func newHandler(s *store, cfg *Config) http.Handler {
 	js, _ := assets.ReadFile("assets/view.js")
 	css, _ := assets.ReadFile("assets/view.css")
-	h := &handler{store: s, refresh: cfg.RefreshInterval.Milliseconds(), js: js, css: css}
+	h := &handler{store: s, refresh: cfg.RefreshInterval.Milliseconds(), js: js, css: css, letters: cfg.DeadLetterDirectory}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.index)
 	mux.HandleFunc("GET /runs/{key}", h.run)
@@ -107,7 +124,7 @@ var unsafeFilename = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
-	d, ok := h.store.detail(key)
+	d, ok := h.detail(key)
 	if !ok {
 		http.Error(w, fmt.Sprintf("no run %q here: it sent no step yet, or it was forgotten (max_runs); the runs: /", key), http.StatusNotFound)
 		return
@@ -187,7 +204,7 @@ func (h *handler) apiRuns(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *handler) apiRun(w http.ResponseWriter, r *http.Request) {
-	d, ok := h.store.detail(r.PathValue("key"))
+	d, ok := h.detail(r.PathValue("key"))
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such run"})
 		return

@@ -14,6 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 func get(t *testing.T, srv *httptest.Server, path string) (*http.Response, string) {
@@ -77,4 +81,39 @@ func TestPagesAndJSON(t *testing.T) {
 	assert.Equal(t, "text/javascript; charset=utf-8", resp.Header.Get("Content-Type"))
 	resp, _ = get(t, srv, "/assets/secret")
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// TestARunPageListsItsDeadLetters: the run's dead-letter files (written by
+// nemo_otlp or the spool, read from disk at each request) are in its JSON
+// and so on its page; a run without letters has none.
+func TestARunPageListsItsDeadLetters(t *testing.T) {
+	s := testStore(10, 10, 10)
+	md := pmetric.NewMetrics()
+	stepPoints(md, "run-1", 0, 1, "node-a", 0.2, 1)
+	stepPoints(md, "run-2", 0, 1, "node-a", 0.2, 1)
+	s.addMetrics(md)
+	cfg := createDefaultConfig().(*Config)
+	cfg.DeadLetterDirectory = t.TempDir()
+	w := deadletter.NewWriter(deadletter.Config{Directory: cfg.DeadLetterDirectory, RunAttribute: "nemo.run.id", MissingRun: "unknown"}, "nemo_otlp/honeycomb", zap.NewNop(), func(deadletter.Reason, int) {})
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("nemo.run.id", "run-1")
+	rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("megatron.train_step")
+	require.NoError(t, deadletter.Write(w, deadletter.Traces, td, deadletter.Refused, "HTTP 401"))
+	srv := httptest.NewServer(newHandler(s, cfg))
+	defer srv.Close()
+
+	var d runDetail
+	_, body := get(t, srv, "/api/runs/run-1")
+	require.NoError(t, json.Unmarshal([]byte(body), &d))
+	require.Len(t, d.DeadLetters, 1)
+	assert.Equal(t, "nemo_otlp_honeycomb", d.DeadLetters[0].Destination)
+	assert.Equal(t, "traces", d.DeadLetters[0].Signal)
+	assert.Positive(t, d.DeadLetters[0].Bytes)
+
+	_, body = get(t, srv, "/api/runs/run-2")
+	assert.NotContains(t, body, "dead_letters")
+	_, body = get(t, srv, "/runs/run-1")
+	assert.Contains(t, body, `id="dead-letters"`)
+	assert.Contains(t, body, `nemo_otlp_honeycomb`, "the page's data holds the letters")
 }

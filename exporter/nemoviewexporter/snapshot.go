@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 	"github.com/nemo-lens/otelcol-nemo/internal/goodput"
 )
 
@@ -45,6 +46,8 @@ type runDetail struct {
 	Stragglers    []stragglerJSON `json:"stragglers"`
 	Stalls        []stallJSON     `json:"stalls"`
 	GoodputDetail *goodputJSON    `json:"goodput_detail,omitempty"`
+	// DeadLetters are the run's dead-letter files (Config.DeadLetterDirectory).
+	DeadLetters []deadletter.File `json:"dead_letters,omitempty"`
 }
 
 type thresholdsJSON struct {

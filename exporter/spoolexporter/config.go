@@ -11,6 +11,8 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 // maxSlots bounds slots: each slot is a file of the storage extension and
@@ -40,6 +42,10 @@ type Config struct {
 	// (routing_key, routing_attributes, resolver, protocol::otlp). Its own
 	// queues and retries are turned off: the spool queues and retries.
 	LoadBalancing loadbalancingexporter.Config `mapstructure:"load_balancing"`
+	// DeadLetter places what a gateway refuses for good (a permanent error:
+	// a rejected token, a request it cannot decode): written to the run's
+	// dead-letter file on this node, not dropped.
+	DeadLetter deadletter.Config `mapstructure:"dead_letter"`
 }
 
 // Validate checks the spool's own settings; sending_queue and

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 // balancers makes the load balancer each slot sends through.
@@ -47,6 +48,7 @@ func createDefaultConfig() component.Config {
 		Slots:         DefaultSlots,
 		DrainTimeout:  10 * time.Second,
 		LoadBalancing: *balancers.CreateDefaultConfig().(*loadbalancingexporter.Config),
+		DeadLetter:    deadletter.NewDefaultConfig(),
 	}
 }
 
@@ -71,7 +73,12 @@ func create[T any, E component.Component](ctx context.Context, set exporter.Sett
 	if err != nil {
 		return none, err
 	}
-	s := newSpool(c, balancer, sig.resources)
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return none, err
+	}
+	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterSpoolDeadLetters, set.ID.String()))
+	s := newSpool(c, balancer, sig.Signal, letters)
 	for i := range c.Slots {
 		q, err := sig.newExporter(ctx, slotSettings(set, i), c, s.sent(sig.consume(balancer)), c.slotOptions()...)
 		if err != nil {

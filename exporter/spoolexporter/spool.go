@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 // Why by hand: exporterhelper's persistent queue is one queue with one set
@@ -37,7 +39,8 @@ type slot[T any] struct {
 
 // spool spreads one signal's resources over the slots.
 type spool[T any] struct {
-	data     resources[T]
+	data     deadletter.Signal[T]
+	letters  *deadletter.Writer
 	keys     []string // routing attributes read from each resource
 	balancer component.Component
 	slots    []slot[T]
@@ -50,8 +53,8 @@ type spool[T any] struct {
 	pending atomic.Int64
 }
 
-func newSpool[T any](c *Config, balancer component.Component, data resources[T]) *spool[T] {
-	s := &spool[T]{data: data, balancer: balancer, drain: c.DrainTimeout}
+func newSpool[T any](c *Config, balancer component.Component, data deadletter.Signal[T], letters *deadletter.Writer) *spool[T] {
+	s := &spool[T]{data: data, letters: letters, balancer: balancer, drain: c.DrainTimeout}
 	if c.LoadBalancing.RoutingKey == "attributes" {
 		s.keys = c.LoadBalancing.RoutingAttributes
 	}
@@ -99,14 +102,14 @@ func (s *spool[T]) shutdown(ctx context.Context) error {
 // part is on disk (or a slot refused: full, retryably). A request from one
 // rank is one run, one slot: it is written as it came.
 func (s *spool[T]) consume(ctx context.Context, data T) error {
-	n := s.data.len(data)
+	n := s.data.Len(data)
 	if n == 0 {
 		return nil
 	}
 	slots := make([]int, n)
 	mixed := false
 	for i := range n {
-		slots[i] = s.slotOf(s.data.resource(data, i))
+		slots[i] = s.slotOf(s.data.Resource(data, i))
 		mixed = mixed || slots[i] != slots[0]
 	}
 	if !mixed {
@@ -117,11 +120,11 @@ func (s *spool[T]) consume(ctx context.Context, data T) error {
 	for i, k := range slots {
 		part, ok := parts[k]
 		if !ok {
-			part = s.data.empty()
+			part = s.data.Empty()
 			parts[k] = part
 			order = append(order, k)
 		}
-		s.data.copyResource(data, i, part)
+		s.data.CopyResource(data, i, part)
 	}
 	var errs []error
 	for _, k := range order {
@@ -134,18 +137,26 @@ func (s *spool[T]) consume(ctx context.Context, data T) error {
 func (s *spool[T]) take(ctx context.Context, k int, data T) error {
 	err := s.slots[k].consume(ctx, data)
 	if err == nil {
-		s.pending.Add(int64(s.data.items(data)))
+		s.pending.Add(int64(s.data.Items(data)))
 	}
 	return err
 }
 
-// sent wraps a slot's sending: what a gateway took, or refused for good,
-// is no longer pending.
+// sent wraps a slot's sending: what a gateway refused for good is written
+// to its runs' dead-letter files (a letter that cannot be written keeps the
+// request in the slot, retried), and what a gateway took or refused is no
+// longer pending.
 func (s *spool[T]) sent(send func(context.Context, T) error) func(context.Context, T) error {
 	return func(ctx context.Context, data T) error {
 		err := send(ctx, data)
-		if err == nil || consumererror.IsPermanent(err) {
-			n := int64(s.data.items(data))
+		if consumererror.IsPermanent(err) {
+			if werr := deadletter.Write(s.letters, s.data, data, deadletter.Refused, err.Error()); werr != nil {
+				return werr
+			}
+			err = nil
+		}
+		if err == nil {
+			n := int64(s.data.Items(data))
 			for {
 				old := s.pending.Load()
 				if s.pending.CompareAndSwap(old, max(0, old-n)) {

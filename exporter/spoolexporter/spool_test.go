@@ -4,9 +4,12 @@
 package spoolexporter
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +25,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 )
 
@@ -102,6 +106,7 @@ func testConfig(t *testing.T, gateways ...string) *Config {
 	cfg.LoadBalancing.Protocol.OTLP.ClientConfig.TLS.Insecure = true
 	cfg.LoadBalancing.Protocol.OTLP.TimeoutConfig.Timeout = 2 * time.Second
 	cfg.LoadBalancing.Resolver.Static = configoptional.Some(loadbalancingexporter.StaticResolver{Hostnames: gateways})
+	cfg.DeadLetter.Directory = t.TempDir()
 	require.NoError(t, cfg.Validate())
 	return cfg
 }
@@ -216,7 +221,7 @@ func TestARequestOfManyRunsIsSplitBySlot(t *testing.T) {
 // spoolOf is a spool with the config's slots, for slotOf.
 func spoolOf(t *testing.T, cfg *Config) *spool[ptrace.Traces] {
 	t.Helper()
-	s := newSpool(cfg, nil, traces.resources)
+	s := newSpool(cfg, nil, traces.Signal, nil)
 	s.slots = make([]slot[ptrace.Traces], cfg.Slots)
 	return s
 }
@@ -288,4 +293,33 @@ func TestAStoppingSpoolSendsWhatItTook(t *testing.T) {
 	}
 	require.NoError(t, exp.Shutdown(t.Context()))
 	assert.Equal(t, 1000, spansOf(gw), "sent before the spool stopped")
+}
+
+// TestAGatewaysPermanentRefusalIsDeadLettered: a gateway that refuses for
+// good (a rejected token: UNAUTHENTICATED) does not get the request again
+// forever, and the request is not dropped: it is in its run's dead-letter
+// file on the node, with the gateway's answer.
+func TestAGatewaysPermanentRefusalIsDeadLettered(t *testing.T) {
+	gw, err := otlpsink.StartGRPC()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gw.Close() })
+	gw.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
+		return http.StatusUnauthorized, nil, []byte("bad token")
+	})
+	cfg := testConfig(t, gw.Addr)
+	exp := startSpool(t, cfg, &memStorage{clients: map[string]*memClient{}})
+	require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces("run-a", 7)))
+	path := filepath.Join(deadletter.Dir(cfg.DeadLetter.Directory, "run-a", "spool"), "traces.jsonl")
+	require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, exp.Shutdown(t.Context()))
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(bytes.TrimSpace(body))
+	require.NoError(t, err, "one OTLP JSON line")
+	assert.Equal(t, 7, td.SpanCount())
+	reason, _ := td.ResourceSpans().At(0).Resource().Attributes().Get(deadletter.AttrReason)
+	detail, _ := td.ResourceSpans().At(0).Resource().Attributes().Get(deadletter.AttrError)
+	assert.Equal(t, "refused", reason.Str())
+	assert.Contains(t, detail.Str(), "bad token")
+	assert.Equal(t, 1, gw.Refused(), "refused for good: not sent again")
 }

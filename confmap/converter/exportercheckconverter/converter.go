@@ -5,7 +5,8 @@
 // `otelcol-nemo validate` and the start fail), exporter settings that the
 // collector accepts but that can never deliver anything:
 //
-//   - an otlp_http (otlphttp) exporter whose `endpoint` already ends in
+//   - an otlp_http (otlphttp) exporter (or a nemo_otlp exporter's http
+//     client) whose `endpoint` already ends in
 //     /v1/traces, /v1/metrics or /v1/logs: the exporter appends the signal's
 //     path to `endpoint`, so it sends to .../v1/traces/v1/traces and every
 //     request gets a 404. The per-signal `traces_endpoint` (and
@@ -13,12 +14,12 @@
 //   - a `jaeger` exporter, defined or only named in a pipeline: it was
 //     removed from the collector, since Jaeger receives OTLP itself; the
 //     otlp_grpc exporter replaces it;
-//   - an OTLP exporter whose endpoint is this collector's own OTLP receiver:
+//   - an OTLP exporter (otlp_grpc, otlp_http, nemo_otlp) whose endpoint is this collector's own OTLP receiver:
 //     every item would loop back into the collector forever. It happens when
 //     a preset reads the job's OTEL_EXPORTER_OTLP_ENDPOINT in a shell shared
 //     with the training job;
 //   - an otlp_grpc exporter (or a load_balancing exporter's otlp protocol,
-//     alone or in a spool exporter)
+//     alone or in a spool exporter, or a nemo_otlp exporter's grpc client)
 //     whose endpoint is an http:// URL while tls.insecure is not true:
 //     configgrpc would speak TLS to a plaintext receiver and every export
 //     would fail with "tls: first record does not look like a TLS
@@ -93,6 +94,8 @@ func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 			errs = append(errs, checkPlaintextScheme(id, cfg)...)
 		case "load_balancing", "loadbalancing":
 			errs = append(errs, checkLoadBalancing(id, cfg)...)
+		case "nemo_otlp":
+			errs = append(errs, checkNemoOTLP(id, cfg, own)...)
 		case "spool":
 			lb, _ := cfg["load_balancing"].(map[string]any)
 			errs = append(errs, checkLoadBalancing(id+"::load_balancing", lb)...)
@@ -127,6 +130,19 @@ func undefinedJaeger(conf *confmap.Conf, exporters map[string]any) []error {
 }
 
 var signalPaths = []string{"traces", "metrics", "logs"}
+
+// checkNemoOTLP checks the client nemo_otlp's protocol picks as the stock
+// exporter of that protocol is checked: grpc as otlp_grpc, http/* as
+// otlp_http.
+func checkNemoOTLP(id string, cfg map[string]any, own map[string][]string) []error {
+	protocol, _ := cfg["protocol"].(string)
+	if protocol == "" || protocol == "grpc" {
+		grpc, _ := cfg["grpc"].(map[string]any)
+		return append(checkLoop(id+"::grpc", grpc, own, "grpc"), checkPlaintextScheme(id+"::grpc", grpc)...)
+	}
+	http, _ := cfg["http"].(map[string]any)
+	return append(checkHTTPEndpoint(id+"::http", http), checkLoop(id+"::http", http, own, "http")...)
+}
 
 func checkHTTPEndpoint(id string, cfg map[string]any) []error {
 	endpoint, _ := cfg["endpoint"].(string)

@@ -196,3 +196,36 @@ func TestStrandedQueueWarning(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{filepath.Join(dir, "exporter_otlp_http_backend_traces"), filepath.Join(dir, "exporter_spool_slot09_logs")}, files)
 }
+
+func TestNemoOTLPChecksTheClientItsProtocolPicks(t *testing.T) {
+	own := receiver("127.0.0.1:4317", "127.0.0.1:4318")
+	for name, tc := range map[string]struct {
+		cfg  map[string]any
+		want string
+	}{
+		"grpc to itself": {map[string]any{"grpc": map[string]any{"endpoint": "localhost:4317"}}, "exporters::nemo_otlp::grpc: endpoint \"localhost:4317\" is this collector's own OTLP receiver"},
+		"grpc plaintext under TLS": {
+			map[string]any{"protocol": "grpc", "grpc": map[string]any{"endpoint": "http://jaeger:4317"}},
+			`exporters::nemo_otlp::grpc::endpoint "http://jaeger:4317" says no TLS`,
+		},
+		"http signal path": {
+			map[string]any{"protocol": "http/protobuf", "http": map[string]any{"endpoint": "https://api.honeycomb.io/v1/traces"}},
+			"exporters::nemo_otlp::http::endpoint",
+		},
+		"http to itself": {
+			map[string]any{"protocol": "http/json", "http": map[string]any{"endpoint": "http://localhost:4318"}},
+			"exporters::nemo_otlp::http: endpoint \"http://localhost:4318\" is this collector's own OTLP receiver",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorContains(t, convert(t, map[string]any{"receivers": own, "exporters": map[string]any{"nemo_otlp": tc.cfg}}), tc.want)
+		})
+	}
+	// The client the protocol does not pick is not checked (the presets
+	// fill both from one variable).
+	require.NoError(t, convert(t, map[string]any{"receivers": own, "exporters": map[string]any{"nemo_otlp": map[string]any{
+		"protocol": "http/protobuf",
+		"grpc":     map[string]any{"endpoint": "http://backend:4317"},
+		"http":     map[string]any{"endpoint": "http://backend:4318"},
+	}}}))
+}

@@ -90,6 +90,25 @@
     renderHeatmap(d);
     renderStragglers(d);
     renderStalls(d.stalls || []);
+    renderDeadLetters(d.dead_letters || []);
+  }
+
+  // The run's dead-letter files: what a network destination refused, rejected
+  // or kept failing, kept on disk (nemo_otlp, the agents' spool).
+  function renderDeadLetters(files) {
+    const p = document.getElementById("dead-letters");
+    if (!files.length) { p.hidden = true; p.textContent = ""; return; }
+    const bytes = files.reduce((n, f) => n + f.bytes, 0);
+    const last = files.map((f) => f.modified).sort().pop();
+    const byDest = {};
+    for (const f of files) (byDest[f.destination] = byDest[f.destination] || []).push(f.signal);
+    const dests = Object.keys(byDest).sort().map((k) => k + " (" + byDest[k].join(", ") + ")");
+    const size = bytes < 1e3 ? bytes + " bytes" : bytes < 1e6 ? (bytes / 1e3).toFixed(1) + " kB" : (bytes / 1e6).toFixed(1) + " MB";
+    p.textContent = "Dead letters: " + size + " in " + files.length +
+      " file" + (files.length > 1 ? "s" : "") + " for " + dests.join(", ") + ", last written " + last.replace("T", " ").replace(/\.\d+/, "") +
+      ": items a destination refused, rejected or kept failing, kept in " + files[0].path.replace(/\/[^/]+\/[^/]+$/, "/") +
+      ". Fix the cause, then send them again with configs/replay.yaml (NEMO_REPLAY_FROM=" + Object.keys(byDest).sort()[0] + ").";
+    p.hidden = false;
   }
 
   function renderBanner(d) {

@@ -1,0 +1,141 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemootlpexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/nemootlpexporter"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
+)
+
+// partial is the partial-success part of an OTLP export response: how many
+// items the backend rejected, and why.
+type partial struct {
+	rejected int64
+	message  string
+}
+
+// signal is what nemo_otlp needs of one signal: its resources (to split
+// dead letters by run), its OTLP request and response encodings, its
+// gRPC call, and making its exporterhelper exporter.
+type signal[T any, E component.Component] struct {
+	// letter is the signal's resources, name (traces, metrics, logs: the
+	// /v1/<name> path) and dead letter.
+	letter deadletter.Signal[T]
+	// request encodes data as an OTLP export request (proto or JSON).
+	request func(d T, json bool) ([]byte, error)
+	// response decodes an OTLP/HTTP response body (empty: no partial success).
+	response func(body []byte, json bool) (partial, error)
+	// export makes the gRPC call.
+	export      func(ctx context.Context, conn *grpc.ClientConn, d T, opts ...grpc.CallOption) (partial, error)
+	endpoint    func(*HTTPConfig) string
+	newExporter func(context.Context, exporter.Settings, component.Config, func(context.Context, T) error, ...exporterhelper.Option) (E, error)
+}
+
+// unmarshaler is an OTLP export response of any signal.
+type unmarshaler interface {
+	UnmarshalProto([]byte) error
+	UnmarshalJSON([]byte) error
+}
+
+func decode(resp unmarshaler, body []byte, json bool) error {
+	if len(body) == 0 {
+		return nil
+	}
+	if json {
+		return resp.UnmarshalJSON(body)
+	}
+	return resp.UnmarshalProto(body)
+}
+
+func encode(req interface {
+	MarshalProto() ([]byte, error)
+	MarshalJSON() ([]byte, error)
+}, json bool,
+) ([]byte, error) {
+	if json {
+		return req.MarshalJSON()
+	}
+	return req.MarshalProto()
+}
+
+var traces = signal[ptrace.Traces, exporter.Traces]{
+	letter: deadletter.Traces,
+	request: func(d ptrace.Traces, json bool) ([]byte, error) {
+		return encode(ptraceotlp.NewExportRequestFromTraces(d), json)
+	},
+	response: func(body []byte, json bool) (partial, error) {
+		r := ptraceotlp.NewExportResponse()
+		err := decode(&r, body, json)
+		return partial{r.PartialSuccess().RejectedSpans(), r.PartialSuccess().ErrorMessage()}, err
+	},
+	export: func(ctx context.Context, conn *grpc.ClientConn, d ptrace.Traces, opts ...grpc.CallOption) (partial, error) {
+		r, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, ptraceotlp.NewExportRequestFromTraces(d), opts...)
+		if err != nil {
+			return partial{}, err
+		}
+		return partial{r.PartialSuccess().RejectedSpans(), r.PartialSuccess().ErrorMessage()}, nil
+	},
+	endpoint: func(c *HTTPConfig) string { return c.TracesEndpoint },
+	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, ptrace.Traces) error, opts ...exporterhelper.Option) (exporter.Traces, error) {
+		return exporterhelper.NewTraces(ctx, set, cfg, push, opts...)
+	},
+}
+
+var metrics = signal[pmetric.Metrics, exporter.Metrics]{
+	letter: deadletter.Metrics,
+	request: func(d pmetric.Metrics, json bool) ([]byte, error) {
+		return encode(pmetricotlp.NewExportRequestFromMetrics(d), json)
+	},
+	response: func(body []byte, json bool) (partial, error) {
+		r := pmetricotlp.NewExportResponse()
+		err := decode(&r, body, json)
+		return partial{r.PartialSuccess().RejectedDataPoints(), r.PartialSuccess().ErrorMessage()}, err
+	},
+	export: func(ctx context.Context, conn *grpc.ClientConn, d pmetric.Metrics, opts ...grpc.CallOption) (partial, error) {
+		r, err := pmetricotlp.NewGRPCClient(conn).Export(ctx, pmetricotlp.NewExportRequestFromMetrics(d), opts...)
+		if err != nil {
+			return partial{}, err
+		}
+		return partial{r.PartialSuccess().RejectedDataPoints(), r.PartialSuccess().ErrorMessage()}, nil
+	},
+	endpoint: func(c *HTTPConfig) string { return c.MetricsEndpoint },
+	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, pmetric.Metrics) error, opts ...exporterhelper.Option) (exporter.Metrics, error) {
+		return exporterhelper.NewMetrics(ctx, set, cfg, push, opts...)
+	},
+}
+
+var logs = signal[plog.Logs, exporter.Logs]{
+	letter: deadletter.Logs,
+	request: func(d plog.Logs, json bool) ([]byte, error) {
+		return encode(plogotlp.NewExportRequestFromLogs(d), json)
+	},
+	response: func(body []byte, json bool) (partial, error) {
+		r := plogotlp.NewExportResponse()
+		err := decode(&r, body, json)
+		return partial{r.PartialSuccess().RejectedLogRecords(), r.PartialSuccess().ErrorMessage()}, err
+	},
+	export: func(ctx context.Context, conn *grpc.ClientConn, d plog.Logs, opts ...grpc.CallOption) (partial, error) {
+		r, err := plogotlp.NewGRPCClient(conn).Export(ctx, plogotlp.NewExportRequestFromLogs(d), opts...)
+		if err != nil {
+			return partial{}, err
+		}
+		return partial{r.PartialSuccess().RejectedLogRecords(), r.PartialSuccess().ErrorMessage()}, nil
+	},
+	endpoint: func(c *HTTPConfig) string { return c.LogsEndpoint },
+	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, plog.Logs) error, opts ...exporterhelper.Option) (exporter.Logs, error) {
+		return exporterhelper.NewLogs(ctx, set, cfg, push, opts...)
+	},
+}
