@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/hex"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -132,11 +133,7 @@ func (a *takenSpans) add(td ptrace.Traces) {
 func (a *takenSpans) snapshot() map[string]int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make(map[string]int, len(a.ids))
-	for k, v := range a.ids {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(a.ids)
 }
 
 // takingSink starts a fake OTLP/HTTP backend that answers as answer says

@@ -73,7 +73,7 @@ func newGRPCClient[T any, E component.Component](ctx context.Context, host compo
 
 // grpcError classifies a gRPC error as the OTLP specification says: only
 // the transient codes are retried, RESOURCE_EXHAUSTED only with the
-// server's RetryInfo, whose delay is honoured.
+// server's RetryInfo, whose delay is honored.
 func grpcError(err error) error {
 	if err == nil {
 		return nil

@@ -310,7 +310,7 @@ func TestAGatewaysPermanentRefusalIsDeadLettered(t *testing.T) {
 	exp := startSpool(t, cfg, &memStorage{clients: map[string]*memClient{}})
 	require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces("run-a", 7)))
 	path := filepath.Join(deadletter.Dir(cfg.DeadLetter.Directory, "run-a", "spool"), "traces.jsonl")
-	require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { _, statErr := os.Stat(path); return statErr == nil }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, exp.Shutdown(t.Context()))
 	body, err := os.ReadFile(path)
 	require.NoError(t, err)
