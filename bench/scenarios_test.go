@@ -147,6 +147,12 @@ func scenarioList() []scenario {
 			name: "otlp_http", what: "OTLP -> batch -> stock `otlp_http` -> local sink", config: "bench/configs/otlp_http.yaml",
 			baseline: "ceiling", sink: true, phases: std,
 		},
+		// nemo_otlp (own client, dead letters) versus the stock otlp_http
+		// exporter to the same sink.
+		{
+			name: "nemo_otlp", what: "OTLP -> batch -> `nemo_otlp` (http/protobuf) -> local sink", config: "bench/configs/nemo_otlp.yaml",
+			requires: []string{"nemo_otlp"}, baseline: "otlp_http", sink: true, phases: std,
+		},
 		// weave versus the stock otlp_http exporter to the same sink.
 		{
 			name: "weave", what: "OTLP -> batch -> `weave` -> local sink", config: "bench/configs/weave.yaml",

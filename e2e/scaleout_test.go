@@ -315,7 +315,7 @@ func TestScaleOutDNSResolver(t *testing.T) {
 // TestScaleOutGatewayWithPresetExporter: a gateway that delivers with a
 // destination preset's exporter, as configs/gateway.yaml documents: the
 // preset first, gateway.yaml second, the pipelines' exporters named by
-// NEMO_GATEWAY_*_EXPORTERS. Here configs/otlp.yaml's otlp_http/protobuf, to a
+// NEMO_GATEWAY_*_EXPORTERS. Here configs/otlp.yaml's nemo_otlp (http/protobuf), to a
 // fake OTLP backend: every item the ranks had acknowledged arrives, and
 // nothing is written to the JSONL directory.
 func TestScaleOutGatewayWithPresetExporter(t *testing.T) {
@@ -328,7 +328,7 @@ func TestScaleOutGatewayWithPresetExporter(t *testing.T) {
 	env := otlpBackendEnv(t, sink.URL)
 	env["OTLP_BACKEND_METRICS"], env["OTLP_BACKEND_LOGS"] = "true", "true"
 	for _, signal := range []string{"TRACES", "METRICS", "LOGS"} {
-		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[otlp_http/protobuf]"
+		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[nemo_otlp]"
 	}
 	gw := testcollector.Start(t, testcollector.Config(t, "otlp.yaml"), testcollector.Options{
 		Env:  env,

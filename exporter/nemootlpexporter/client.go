@@ -14,7 +14,6 @@ package nemootlpexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/n
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -166,7 +165,7 @@ func httpError(url string, resp *http.Response, body []byte) error {
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 	default:
-		return consumererror.NewPermanent(&statusError{code: resp.StatusCode, err: err})
+		return consumererror.NewPermanent(err)
 	}
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if s, convErr := strconv.Atoi(v); convErr == nil {
@@ -177,26 +176,4 @@ func httpError(url string, resp *http.Response, body []byte) error {
 		}
 	}
 	return err
-}
-
-// statusError keeps the HTTP status of a permanent refusal, for the dead
-// letter's reason.
-type statusError struct {
-	code int
-	err  error
-}
-
-func (e *statusError) Error() string { return e.err.Error() }
-func (e *statusError) Unwrap() error { return e.err }
-
-// refusalStatus is the status of a permanent refusal: "HTTP 401", "gRPC
-// PermissionDenied", or "" when the request was not answered.
-func refusalStatus(err error) string {
-	if se, ok := errors.AsType[*statusError](err); ok {
-		return "HTTP " + strconv.Itoa(se.code)
-	}
-	if st, ok := status.FromError(errors.Unwrap(err)); ok && st.Code() != codes.Unknown {
-		return "gRPC " + st.Code().String()
-	}
-	return ""
 }

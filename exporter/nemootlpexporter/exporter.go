@@ -5,6 +5,7 @@ package nemootlpexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/n
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -60,11 +61,12 @@ func (x *deliverer[T, E]) push(ctx context.Context, d T) error {
 		return x.deadLetter(d, deadletter.PartialSuccess,
 			fmt.Sprintf("partial success: the backend rejected %d of %d items: %s", p.rejected, x.sig.letter.Items(d), p.message))
 	case consumererror.IsPermanent(err):
-		detail := err.Error()
-		if s := refusalStatus(err); s != "" {
-			detail = s + ": " + detail
+		// The backend's answer, without consumererror's "Permanent error: ".
+		answer := err
+		if inner := errors.Unwrap(err); inner != nil {
+			answer = inner
 		}
-		return x.deadLetter(d, deadletter.Refused, detail)
+		return x.deadLetter(d, deadletter.Refused, answer.Error())
 	case !x.retry:
 		return x.deadLetter(d, deadletter.RetryWindow, "retry_on_failure is disabled: "+err.Error())
 	}

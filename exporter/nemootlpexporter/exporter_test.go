@@ -146,7 +146,7 @@ func TestARefusalIsDeadLetteredPerRun(t *testing.T) {
 				lines, n := letters(t, c, run, "nemo_otlp/backend")
 				require.Equal(t, 5, n, run)
 				assert.Equal(t, "refused", reasonOf(lines[0]))
-				assert.Contains(t, errorOf(lines[0]), map[bool]string{true: "gRPC Unauthenticated", false: "HTTP 401"}[p == protocolGRPC])
+				assert.Contains(t, errorOf(lines[0]), map[bool]string{true: "code = Unauthenticated desc = key rotated", false: "HTTP 401: key rotated"}[p == protocolGRPC])
 				run0, _ := lines[0].ResourceSpans().At(0).Resource().Attributes().Get("nemo.run.id")
 				assert.Equal(t, run, run0.Str(), "a run's file holds only its own resources")
 			}

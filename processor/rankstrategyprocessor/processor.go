@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -122,10 +123,19 @@ func (p *rankStrategyProcessor) shutdown(context.Context) error {
 }
 
 func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	// Selection first, outside the straggler buffer's lock; then one call
+	// into the buffer, which holds and observes what selection chose.
+	pooled := choicePool.Get().(*[]choice)
+	choices := p.choose(td, (*pooled)[:0])
+	defer func() {
+		clear(choices)
+		*pooled = choices[:0]
+		choicePool.Put(pooled)
+	}()
 	var t tally
-	if p.stragglers == nil || !p.stragglers.Consume(ctx, func(b *stragglers.Batch) { p.selectSpans(td, &t, b) }) {
+	if p.stragglers == nil || !p.stragglers.Consume(ctx, func(b *stragglers.Batch) { p.apply(td, choices, &t, b) }) {
 		// No straggler retention, or it is shut down: the strategy alone.
-		p.selectSpans(td, &t, nil)
+		p.apply(td, choices, &t, nil)
 	}
 	p.telemetry.record(ctx, &t)
 	if td.ResourceSpans().Len() == 0 {
@@ -139,34 +149,59 @@ func (p *rankStrategyProcessor) processTraces(ctx context.Context, td ptrace.Tra
 	return td, nil
 }
 
-// selectSpans applies the strategy to the batch's resources; with
-// straggler retention (b), the dropped ranks' spans are held for their
-// steps' decisions and the kept ranks' step times are read.
-func (p *rankStrategyProcessor) selectSpans(td ptrace.Traces, t *tally, b *stragglers.Batch) {
+// choice is the strategy's verdict on one resource of a batch, and, with
+// straggler retention, the rank's identity it reads the resource under.
+type choice struct {
+	verdict verdict
+	id      steps.Identity
+	hasID   bool
+}
+
+// choicePool keeps the choices of a batch between batches: a batch
+// allocates nothing for them.
+var choicePool = sync.Pool{New: func() any { return new([]choice) }}
+
+// choose appends to out the choice on every resource of the batch, in
+// order, without changing the batch or touching the straggler buffer.
+func (p *rankStrategyProcessor) choose(td ptrace.Traces, out []choice) []choice {
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		attrs := rss.At(i).Resource().Attributes()
+		c := choice{verdict: p.selector.decide(attrs)}
+		if p.stragglers != nil {
+			c.id, c.hasID = p.selector.identity(attrs, c.verdict)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// apply carries the choices out: kept resources pass (with straggler
+// retention, b, their step times are read), the dropped ranks' are held for
+// their steps' decisions (b) or dropped, keeping what keep_errors keeps,
+// and agents' step summaries are read and taken out.
+func (p *rankStrategyProcessor) apply(td ptrace.Traces, choices []choice, t *tally, b *stragglers.Batch) {
+	i := 0
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		if stepsummary.Has(rs) && p.takeSummaries(rs, b) {
+		c := choices[i]
+		i++
+		if stepsummary.Has(rs) && takeSummaries(rs, c, b) {
 			return true
 		}
-		attrs := rs.Resource().Attributes()
-		v := p.selector.decide(attrs)
-		if v.keep {
-			t.kept[v.reason] += int64(pdatautil.CountSpans(rs))
-			if b != nil {
-				if id, ok := p.selector.identity(attrs, v); ok {
-					b.ObserveKept(rs, id)
-				}
+		if c.verdict.keep {
+			t.kept[c.verdict.reason] += int64(pdatautil.CountSpans(rs))
+			if b != nil && c.hasID {
+				b.ObserveKept(rs, c.id)
 			}
 			return false
 		}
-		if b != nil && v.reason == reasonNotSelected {
-			if id, ok := p.selector.identity(attrs, v); ok {
-				return p.hold(b, rs, id, t)
-			}
+		if b != nil && c.verdict.reason == reasonNotSelected && c.hasID {
+			return p.hold(b, rs, c.id, t)
 		}
 		if p.keepErrors {
-			return !keepExceptionalSpans(rs, v.reason, t)
+			return !keepExceptionalSpans(rs, c.verdict.reason, t)
 		}
-		t.dropped[v.reason] += int64(pdatautil.CountSpans(rs))
+		t.dropped[c.verdict.reason] += int64(pdatautil.CountSpans(rs))
 		return true
 	})
 }
@@ -176,7 +211,7 @@ func (p *rankStrategyProcessor) selectSpans(td ptrace.Traces, t *tally, b *strag
 // straggler retention they count in their steps' scores like the spans of
 // the ranks they stand for; they are never passed on (they are not
 // telemetry of the job). It reports whether the resource is left empty.
-func (p *rankStrategyProcessor) takeSummaries(rs ptrace.ResourceSpans, b *stragglers.Batch) bool {
+func takeSummaries(rs ptrace.ResourceSpans, c choice, b *stragglers.Batch) bool {
 	// An agent sends its summaries in resources of their own: read in
 	// place. A resource that also holds spans gives its summaries up to a
 	// resource of their own first, so that its spans are read once, below.
@@ -192,11 +227,8 @@ func (p *rankStrategyProcessor) takeSummaries(rs ptrace.ResourceSpans, b *stragg
 			return true
 		})
 	}
-	if b != nil {
-		attrs := summaries.Resource().Attributes()
-		if id, ok := p.selector.identity(attrs, p.selector.decide(attrs)); ok {
-			b.ObserveKept(summaries, id)
-		}
+	if b != nil && c.hasID {
+		b.ObserveKept(summaries, c.id)
 	}
 	return only || rs.ScopeSpans().Len() == 0
 }
