@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
@@ -43,6 +44,8 @@ func TestConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, protocolGRPC, cfg.Protocol, "the default protocol")
 	assert.Equal(t, "backend:4317", cfg.GRPC.Endpoint)
+	assert.Equal(t, configcompression.TypeGzip, cfg.GRPC.Compression, "gzip by default, as the stock exporters")
+	assert.Equal(t, configcompression.TypeGzip, cfg.HTTP.ClientConfig.Compression)
 }
 
 func TestConfigMistakesNameTheKey(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -36,11 +37,20 @@ func NewFactory() exporter.Factory {
 	)
 }
 
+// createDefaultConfig has the stock exporters' client defaults: gzip, a
+// 512 KiB write buffer, and for HTTP a 30 s client timeout.
 func createDefaultConfig() component.Config {
+	grpcClient := configgrpc.NewDefaultClientConfig()
+	grpcClient.Compression = configcompression.TypeGzip
+	grpcClient.WriteBufferSize = 512 * 1024
+	httpClient := confighttp.NewDefaultClientConfig()
+	httpClient.Compression = configcompression.TypeGzip
+	httpClient.WriteBufferSize = 512 * 1024
+	httpClient.Timeout = 30 * time.Second
 	return &Config{
 		Protocol:      protocolGRPC,
-		GRPC:          configgrpc.NewDefaultClientConfig(),
-		HTTP:          HTTPConfig{ClientConfig: confighttp.NewDefaultClientConfig()},
+		GRPC:          grpcClient,
+		HTTP:          HTTPConfig{ClientConfig: httpClient},
 		TimeoutConfig: exporterhelper.NewDefaultTimeoutConfig(),
 		QueueConfig:   configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
 		RetryConfig:   configretry.NewDefaultBackOffConfig(),
