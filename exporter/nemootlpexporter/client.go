@@ -26,10 +26,12 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // maxResponseBytes bounds what is read of an OTLP/HTTP answer.
@@ -157,11 +159,7 @@ func newHTTPClient[T any, E component.Component](ctx context.Context, host compo
 // 502, 503 and 504 are retried (after Retry-After when given), every other
 // status is permanent.
 func httpError(url string, resp *http.Response, body []byte) error {
-	msg := strings.TrimSpace(string(body))
-	if len(msg) > 512 {
-		msg = msg[:512]
-	}
-	err := fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, msg)
+	err := fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, answerText(resp.Header.Get("Content-Type"), body))
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 	default:
@@ -176,4 +174,21 @@ func httpError(url string, resp *http.Response, body []byte) error {
 		}
 	}
 	return err
+}
+
+// answerText is what a refusal's body says: the message of the
+// google.rpc.Status an OTLP server answers in protobuf, or the text any
+// other server answers, cut to 512 bytes of valid UTF-8.
+func answerText(contentType string, body []byte) string {
+	if strings.HasPrefix(contentType, "application/x-protobuf") {
+		var st spb.Status
+		if proto.Unmarshal(body, &st) == nil && st.GetMessage() != "" {
+			return st.GetMessage()
+		}
+	}
+	msg := strings.TrimSpace(strings.ToValidUTF8(string(body), "?"))
+	if len(msg) > 512 {
+		msg = strings.ToValidUTF8(msg[:512], "")
+	}
+	return msg
 }
