@@ -240,6 +240,13 @@ func TestOTLPPresetBackendRefusingAMinute(t *testing.T) {
 			if _, ok := rs.Resource().Attributes().Get("nemo.dead_letter.reason"); ok {
 				t.Fatal("a replayed span still carries its dead letter's nemo.dead_letter.reason")
 			}
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, s := range ss.Spans().All() {
+					if _, ok := s.Attributes().Get("log.file.name"); ok {
+						t.Fatal("a replayed span carries the dead-letter file's name (log.file.name)")
+					}
+				}
+			}
 		}
 	}
 	t.Logf("replayed: every one of the %d acknowledged spans is at the backend", len(ids))
