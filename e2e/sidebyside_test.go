@@ -389,8 +389,16 @@ func TestTwoTiersPauseAsOneCollector(t *testing.T) {
 			runJob(t, both)
 			waitFor(t, deliveryTimeout, "a resumed record of "+run+" on both", s.onBoth(t, run, hasResumed))
 			dir, port := s.gatewayOf(t, run)
-			gw := decided(t, dir, port, run, false)
-			compareVerdicts(t, gw, decided(t, s.oneDir, s.one.ViewPort, run, false), 0)
+			// The resumed record comes with the first step after the pause;
+			// the steps after it reach the gateway through the agents' spools
+			// a moment later: wait for as many step points as one collector
+			// wrote before comparing them.
+			var gw, single verdicts
+			waitFor(t, deliveryTimeout, "the step points of "+run+" on the gateway", func() bool {
+				gw, single = decided(t, dir, port, run, false), decided(t, s.oneDir, s.one.ViewPort, run, false)
+				return len(gw.steps) >= len(single.steps)
+			})
+			compareVerdicts(t, gw, single, 0)
 			if !strings.Contains(gw.stalls[0], "nemo.stall.kind:paused") || !strings.Contains(gw.stalls[0], "nemo.stall.culprit_ranks:[] ") {
 				t.Errorf("an even pause: want kind paused and no culprit, the gateway wrote %s", gw.stalls[0])
 			}
