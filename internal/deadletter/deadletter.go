@@ -209,6 +209,10 @@ func Write[T any](w *Writer, sig Signal[T], d T, r Reason, detail string) error 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Letters are rare and fsynced: forgetting the runs not warned about
+	// for a minute here costs little, and keeps the warnings coming for
+	// new runs in a collector that lived through many.
+	w.warn.Sweep(time.Now())
 	for _, run := range order {
 		part := byRun[run]
 		line, err := sig.JSON(part)
