@@ -38,7 +38,7 @@ type deliverer[T comparable, E component.Component] struct {
 	window time.Duration
 	retry  bool
 	logger *zap.Logger
-	warn   ratelog.Limiter[struct{}] // Every set by create
+	warn   ratelog.Limiter[struct{}] // a backend's warnings, once a minute
 
 	mu sync.Mutex
 	// failing holds when each request being retried first failed. A request

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/nemootlpexporter/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
+	"github.com/nemo-lens/otelcol-nemo/internal/ratelog"
 )
 
 // NewFactory returns the factory of the nemo_otlp exporter.
@@ -89,9 +90,9 @@ func create[T comparable, E component.Component](ctx context.Context, set export
 		window:  c.RetryConfig.MaxElapsedTime,
 		retry:   c.RetryConfig.Enabled,
 		logger:  set.Logger,
+		warn:    ratelog.Limiter[struct{}]{Every: time.Minute},
 		failing: map[T]time.Time{},
 	}
-	x.warn.Every = time.Minute
 	userAgent := fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH)
 	// The deliverer ends a request's retries itself (see deliverer): the
 	// retry sender retries until then.
