@@ -157,15 +157,15 @@ func takingSink(t *testing.T, answer func(otlpsink.Request) (int, http.Header, [
 }
 
 // waitAccounted waits, at most timeout, until every acknowledged
-// span is delivered or dead-lettered.
-func waitAccounted(t *testing.T, timeout time.Duration, acked map[string]struct{}, delivered func() map[string]int, dir string) (map[string]int, map[string][]string, int) {
+// span is delivered or dead-lettered by destination.
+func waitAccounted(t *testing.T, timeout time.Duration, acked map[string]struct{}, delivered func() map[string]int, dir, destination string) (map[string]int, map[string][]string, int) {
 	t.Helper()
 	var got map[string]int
 	var lettered map[string][]string
 	var missing []string
 	var dups int
 	for deadline := time.Now().Add(timeout); ; time.Sleep(time.Second) {
-		got, lettered = delivered(), deadLetters(t, dir, "nemo_otlp")
+		got, lettered = delivered(), deadLetters(t, dir, destination)
 		missing, dups = accounted(acked, got, lettered)
 		if len(missing) == 0 {
 			return got, lettered, dups
@@ -207,7 +207,7 @@ func TestOTLPPresetBackendRefusingAMinute(t *testing.T) {
 	acked := lensemu.NewAckLog()
 	runJob(t, deadLetterJob(c, "run-key-rotated", 700, acked)) // 70 s
 	ids := hexIDs(acked)
-	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, accepted.snapshot, env["NEMO_TELEMETRY_DIR"])
+	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, accepted.snapshot, env["NEMO_TELEMETRY_DIR"], "nemo_otlp")
 	reasons := countReasons(lettered)
 	c.Stop()
 	t.Logf("backend refusing (401) for the first minute of a 70 s job: %d spans acknowledged, %d delivered, %d dead-lettered %v, %d duplicates",
@@ -222,6 +222,14 @@ func TestOTLPPresetBackendRefusingAMinute(t *testing.T) {
 	// The replay preset, pointed at the same runs' directory and backend.
 	renv := otlpBackendEnv(t, sink.URL)
 	renv["NEMO_TELEMETRY_DIR"] = env["NEMO_TELEMETRY_DIR"]
+	replayAll(t, renv, sink, accepted, ids)
+}
+
+// replayAll runs configs/replay.yaml with renv until every span of ids is
+// at the backend (bounded), and checks that no replayed span carries its
+// letter's attributes or file name.
+func replayAll(t *testing.T, renv map[string]string, sink *otlpsink.Sink, accepted *takenSpans, ids map[string]struct{}) {
+	t.Helper()
 	replay := testcollector.Start(t, testcollector.Config(t, "replay.yaml"), testcollector.Options{Env: renv})
 	var missing []string
 	waitFor(t, deliveryTimeout, "every acknowledged span at the backend after the replay", func() bool {
@@ -276,7 +284,7 @@ func TestOTLPPresetPartialSuccessIsDeadLettered(t *testing.T) {
 	acked := lensemu.NewAckLog()
 	runJob(t, deadLetterJob(c, "run-partial", 100, acked))
 	ids := hexIDs(acked)
-	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, accepted.snapshot, env["NEMO_TELEMETRY_DIR"])
+	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, accepted.snapshot, env["NEMO_TELEMETRY_DIR"], "nemo_otlp")
 	reasons := countReasons(lettered)
 	c.Stop()
 	t.Logf("partial success on every third request: %d spans acknowledged, %d delivered, %d dead-lettered %v, %d duplicates",
@@ -297,7 +305,7 @@ func TestOTLPPresetRetryWindowRunningOut(t *testing.T) {
 	acked := lensemu.NewAckLog()
 	runJob(t, deadLetterJob(c, "run-backend-down", 50, acked))
 	ids := hexIDs(acked)
-	_, lettered, dups := waitAccounted(t, 2*time.Minute, ids, func() map[string]int { return nil }, env["NEMO_TELEMETRY_DIR"])
+	_, lettered, dups := waitAccounted(t, 2*time.Minute, ids, func() map[string]int { return nil }, env["NEMO_TELEMETRY_DIR"], "nemo_otlp")
 	reasons := countReasons(lettered)
 	c.Stop()
 	t.Logf("backend down, retry window 30 s: %d spans acknowledged, %d dead-lettered %v, %d duplicates, %d requests refused",

@@ -113,7 +113,7 @@ func TestOTLPPresetKilledUnderLoad(t *testing.T) {
 	second := testcollector.Start(t, preset, testcollector.Options{Env: first.Env})
 	_, jobErr := job.wait()
 	ids := hexIDs(acked)
-	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, taken.snapshot, env["NEMO_TELEMETRY_DIR"])
+	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, taken.snapshot, env["NEMO_TELEMETRY_DIR"], "nemo_otlp")
 	second.Stop()
 	t.Logf("killed under load: %d spans acknowledged (%d before the kill), %d delivered, %d dead-lettered, %d duplicates; the ranks saw %s",
 		len(ids), before, len(delivered), len(lettered), dups, firstLine(jobErr))

@@ -6,7 +6,9 @@ package e2e
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -19,7 +21,7 @@ import (
 // OTLP, checks the API key and that each request carries one project. Ranks
 // of two projects arrive, once each, with Weave's dotted-key conflict
 // (slurm.job.id and slurm.job.id.raw) renamed; ranks without W&B identity are
-// not sent, and counted.
+// not sent: dead-lettered, and counted.
 func TestWeavePreset(t *testing.T) {
 	const key = "wandb-e2e-key-31415926"
 	sink, err := otlpsink.Start(func(p string) string {
@@ -68,8 +70,8 @@ func TestWeavePreset(t *testing.T) {
 	}
 	waitFor(t, deliveryTimeout, "every routable span at the fake Weave", func() bool { return int64(sink.Count(otlpsink.Traces)) == want })
 	if _, err := c.WaitForMetric(deliveryTimeout, func(v float64) bool { return int64(v) == unroutable },
-		"otelcol_exporter_weave_spans_dropped", "reason=missing_project"); err != nil {
-		t.Errorf("spans without a project were not counted: %v", err)
+		"otelcol_exporter_weave_dead_letters", "reason=unroutable"); err != nil {
+		t.Errorf("spans without a project were not dead-lettered: %v", err)
 	}
 	c.Stop()
 
@@ -101,4 +103,62 @@ func TestWeavePreset(t *testing.T) {
 	if strings.Contains(c.Logs(), key) {
 		t.Error("the collector logged the W&B API key")
 	}
+}
+
+// TestWeavePresetDeadLettersAndReplays holds configs/weave.yaml to the
+// network presets' promise: a fake Weave answers 403 for the first 15 s of
+// a 25 s job (write access granted late) while one run sends no W&B
+// project. Every acknowledged span is at Weave or in its run's dead-letter
+// file (refused, unroutable), span id by span id; then configs/replay.yaml,
+// pointed at Weave's OTLP endpoint with the key and a project_id header,
+// delivers every letter. Before the weave exporter dead-lettered, the
+// refused and project-less spans were dropped after the answer.
+func TestWeavePresetDeadLettersAndReplays(t *testing.T) {
+	const key = "wandb-e2e-key-27182818"
+	var refusing atomic.Bool
+	refusing.Store(true)
+	sink, accepted := takingSink(t, func(r otlpsink.Request) (int, http.Header, []byte) {
+		switch {
+		case r.Header.Get("wandb-api-key") != key:
+			return http.StatusUnauthorized, nil, []byte("bad key")
+		case refusing.Load():
+			return http.StatusForbidden, nil, []byte(`{"detail":"permission denied"}`)
+		}
+		return 0, nil, nil
+	})
+	env := testEnv(t)
+	env["WEAVE_ENDPOINT"] = sink.URL + "/v1/traces"
+	env["WANDB_API_KEY"] = key
+	env["NEMO_RANK_STRATEGY"] = "all_ranks"
+	c := testcollector.Start(t, testcollector.Config(t, "weave.yaml"), testcollector.Options{Env: env})
+	time.AfterFunc(15*time.Second, func() { refusing.Store(false) })
+
+	acked := lensemu.NewAckLog()
+	ranks := deadLetterJob(c, "run-weave", 250, acked) // 25 s
+	for i := range ranks {
+		ranks[i].Resource = append(ranks[i].Resource, attribute.String("wandb.entity", "nemo-team"), attribute.String("wandb.project", "proj-a"))
+	}
+	ranks = append(ranks, deadLetterJob(c, "run-no-project", 50, acked)...)
+	runJob(t, ranks)
+	ids := hexIDs(acked)
+	delivered, lettered, dups := waitAccounted(t, deliveryTimeout, ids, accepted.snapshot, env["NEMO_TELEMETRY_DIR"], "weave")
+	reasons := countReasons(lettered)
+	c.Stop()
+	t.Logf("weave refusing (403) for the first 15 s of a 25 s job, one run without a project: %d spans acknowledged, %d delivered, %d dead-lettered %v, %d duplicates",
+		len(ids), len(delivered), len(lettered), reasons, dups)
+	if reasons["refused"] == 0 || reasons["unroutable"] == 0 || reasons["refused"]+reasons["unroutable"] != len(lettered) {
+		t.Fatalf("dead letters %v: want the refused spans as refused and the project-less run's as unroutable", reasons)
+	}
+	if len(delivered) == 0 {
+		t.Fatal("nothing was delivered once Weave took the project")
+	}
+	if strings.Contains(c.Logs(), key) {
+		t.Error("the collector logged the W&B API key")
+	}
+
+	renv := otlpBackendEnv(t, sink.URL)
+	renv["NEMO_TELEMETRY_DIR"] = env["NEMO_TELEMETRY_DIR"]
+	renv["NEMO_REPLAY_FROM"] = "weave"
+	renv["OTLP_BACKEND_HEADERS"] = "wandb-api-key=" + key + ",project_id=nemo-team/proj-c"
+	replayAll(t, renv, sink, accepted, ids)
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -33,19 +32,12 @@ type deliverer[T comparable, E component.Component] struct {
 	sig     signal[T, E]
 	client  client[T]
 	letters *deadletter.Writer
-	// window is retry_on_failure::max_elapsed_time (0: retry forever);
-	// retry is retry_on_failure::enabled.
-	window time.Duration
+	// window is retry_on_failure::max_elapsed_time; retry is
+	// retry_on_failure::enabled.
+	window *deadletter.Window[T]
 	retry  bool
 	logger *zap.Logger
 	warn   ratelog.Limiter[struct{}] // a backend's warnings, once a minute
-
-	mu sync.Mutex
-	// failing holds when each request being retried first failed. A request
-	// is the same value on every retry of exporterhelper's retry sender
-	// (pdata's types compare by their pointers), and leaves the map when it
-	// is delivered or dead-lettered.
-	failing map[T]time.Time
 }
 
 func (x *deliverer[T, E]) push(ctx context.Context, d T) error {
@@ -55,7 +47,7 @@ func (x *deliverer[T, E]) push(ctx context.Context, d T) error {
 		if p.message != "" && x.warn.Allow(struct{}{}, time.Now()) {
 			x.logger.Warn("The backend took every item but sent a warning", zap.String("message", p.message))
 		}
-		x.forget(d)
+		x.window.Forget(d)
 		return nil
 	case err == nil:
 		return x.deadLetter(d, deadletter.PartialSuccess,
@@ -70,12 +62,8 @@ func (x *deliverer[T, E]) push(ctx context.Context, d T) error {
 	case !x.retry:
 		return x.deadLetter(d, deadletter.RetryWindow, "retry_on_failure is disabled: "+err.Error())
 	}
-	if x.window > 0 {
-		now := time.Now()
-		if first := x.firstFailure(d, now); now.Sub(first) >= x.window {
-			return x.deadLetter(d, deadletter.RetryWindow,
-				fmt.Sprintf("still failing %s after the first attempt (retry_on_failure::max_elapsed_time %s): %v", now.Sub(first).Round(time.Second), x.window, err))
-		}
+	if since, over := x.window.Failed(d, time.Now()); over {
+		return x.deadLetter(d, deadletter.RetryWindow, deadletter.WindowDetail(since, x.window.Length(), err))
 	}
 	return err // exporterhelper's retry sender tries again after its backoff
 }
@@ -87,23 +75,6 @@ func (x *deliverer[T, E]) deadLetter(d T, r deadletter.Reason, detail string) er
 	if err := deadletter.Write(x.letters, x.sig.letter, d, r, detail); err != nil {
 		return err
 	}
-	x.forget(d)
+	x.window.Forget(d)
 	return nil
-}
-
-func (x *deliverer[T, E]) firstFailure(d T, now time.Time) time.Time {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	first, ok := x.failing[d]
-	if !ok {
-		x.failing[d] = now
-		return now
-	}
-	return first
-}
-
-func (x *deliverer[T, E]) forget(d T) {
-	x.mu.Lock()
-	delete(x.failing, d)
-	x.mu.Unlock()
 }

@@ -4,7 +4,6 @@
 package nemootlpexporter
 
 import (
-	"bufio"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,7 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/nemootlpexporter/internal/metadata"
-	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lettertest"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 )
 
@@ -83,39 +82,6 @@ func startTraces(t *testing.T, c *Config, name string) exporter.Traces {
 	return exp
 }
 
-// letters reads the dead letters of one run: the OTLP JSON requests and
-// their spans.
-func letters(t *testing.T, c *Config, run, destination string) (lines []ptrace.Traces, spans int) {
-	t.Helper()
-	f, err := os.Open(filepath.Join(deadletter.Dir(c.DeadLetter.Directory, run, destination), "traces.jsonl"))
-	if os.IsNotExist(err) {
-		return nil, 0
-	}
-	require.NoError(t, err)
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		// The stock otlpjsonfile receiver's decoder.
-		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(sc.Bytes())
-		require.NoError(t, err)
-		lines = append(lines, td)
-		spans += td.SpanCount()
-	}
-	require.NoError(t, sc.Err())
-	return lines, spans
-}
-
-func reasonOf(td ptrace.Traces) string {
-	v, _ := td.ResourceSpans().At(0).Resource().Attributes().Get(deadletter.AttrReason)
-	return v.Str()
-}
-
-func errorOf(td ptrace.Traces) string {
-	v, _ := td.ResourceSpans().At(0).Resource().Attributes().Get(deadletter.AttrError)
-	return v.Str()
-}
-
 func TestDeliveredLeavesNoLetter(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p, func(t *testing.T) {
@@ -125,7 +91,7 @@ func TestDeliveredLeavesNoLetter(t *testing.T) {
 			require.NoError(t, exp.ConsumeTraces(t.Context(), spans(5, "run-a", "run-b")))
 			require.NoError(t, exp.Shutdown(t.Context()))
 			assert.Equal(t, 10, sink.Count(otlpsink.Traces))
-			_, n := letters(t, c, "run-a", "nemo_otlp")
+			_, n := lettertest.Traces(t, c.DeadLetter.Directory, "run-a", "nemo_otlp")
 			assert.Zero(t, n)
 		})
 	}
@@ -143,10 +109,10 @@ func TestARefusalIsDeadLetteredPerRun(t *testing.T) {
 			require.NoError(t, exp.ConsumeTraces(t.Context(), spans(5, "run-a", "run-b")))
 			require.NoError(t, exp.Shutdown(t.Context()))
 			for _, run := range []string{"run-a", "run-b"} {
-				lines, n := letters(t, c, run, "nemo_otlp/backend")
+				lines, n := lettertest.Traces(t, c.DeadLetter.Directory, run, "nemo_otlp/backend")
 				require.Equal(t, 5, n, run)
-				assert.Equal(t, "refused", reasonOf(lines[0]))
-				assert.Contains(t, errorOf(lines[0]), map[bool]string{true: "code = Unauthenticated desc = key rotated", false: "HTTP 401: key rotated"}[p == protocolGRPC])
+				assert.Equal(t, "refused", lettertest.Reason(lines[0]))
+				assert.Contains(t, lettertest.Error(lines[0]), map[bool]string{true: "code = Unauthenticated desc = key rotated", false: "HTTP 401: key rotated"}[p == protocolGRPC])
 				run0, _ := lines[0].ResourceSpans().At(0).Resource().Attributes().Get("nemo.run.id")
 				assert.Equal(t, run, run0.Str(), "a run's file holds only its own resources")
 			}
@@ -171,10 +137,10 @@ func TestAPartialSuccessIsDeadLettered(t *testing.T) {
 			exp := startTraces(t, c, "")
 			require.NoError(t, exp.ConsumeTraces(t.Context(), spans(5, "run-a")))
 			require.NoError(t, exp.Shutdown(t.Context()))
-			lines, n := letters(t, c, "run-a", "nemo_otlp")
+			lines, n := lettertest.Traces(t, c.DeadLetter.Directory, "run-a", "nemo_otlp")
 			require.Equal(t, 5, n, "the whole request: OTLP does not say which items were rejected")
-			assert.Equal(t, "partial_success", reasonOf(lines[0]))
-			assert.Contains(t, errorOf(lines[0]), "rejected 2 of 5 items: 2 spans too old")
+			assert.Equal(t, "partial_success", lettertest.Reason(lines[0]))
+			assert.Contains(t, lettertest.Error(lines[0]), "rejected 2 of 5 items: 2 spans too old")
 		})
 	}
 }
@@ -192,7 +158,7 @@ func TestAWarningWithoutRejectionIsDelivered(t *testing.T) {
 	exp := startTraces(t, c, "")
 	require.NoError(t, exp.ConsumeTraces(t.Context(), spans(3, "run-a")))
 	require.NoError(t, exp.Shutdown(t.Context()))
-	_, n := letters(t, c, "run-a", "nemo_otlp")
+	_, n := lettertest.Traces(t, c.DeadLetter.Directory, "run-a", "nemo_otlp")
 	assert.Zero(t, n)
 }
 
@@ -207,13 +173,13 @@ func TestTheRetryWindowRunningOutDeadLetters(t *testing.T) {
 			require.NoError(t, exp.ConsumeTraces(t.Context(), spans(4, "run-a")))
 			var lines []ptrace.Traces
 			require.Eventually(t, func() bool {
-				l, n := letters(t, c, "run-a", "nemo_otlp")
+				l, n := lettertest.Traces(t, c.DeadLetter.Directory, "run-a", "nemo_otlp")
 				lines = l
 				return n == 4
 			}, 10*time.Second, 20*time.Millisecond)
 			require.NoError(t, exp.Shutdown(t.Context()))
-			assert.Equal(t, "retry_window", reasonOf(lines[0]))
-			assert.Contains(t, errorOf(lines[0]), "retry_on_failure::max_elapsed_time 300ms")
+			assert.Equal(t, "retry_window", lettertest.Reason(lines[0]))
+			assert.Contains(t, lettertest.Error(lines[0]), "retry_on_failure::max_elapsed_time 300ms")
 			assert.Greater(t, sink.Refused(), 1, "retried before the window ran out")
 		})
 	}
@@ -234,7 +200,7 @@ func TestRetriesUntilTheBackendTakesIt(t *testing.T) {
 	require.NoError(t, exp.ConsumeTraces(t.Context(), spans(4, "run-a")))
 	require.Eventually(t, func() bool { return sink.Count(otlpsink.Traces) == 4 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, exp.Shutdown(t.Context()))
-	_, n := letters(t, c, "run-a", "nemo_otlp")
+	_, n := lettertest.Traces(t, c.DeadLetter.Directory, "run-a", "nemo_otlp")
 	assert.Zero(t, n)
 }
 
@@ -251,6 +217,6 @@ func TestALetterThatCannotBeWrittenStaysQueued(t *testing.T) {
 	require.Eventually(t, func() bool { return sink.Refused() >= 3 }, 10*time.Second, 10*time.Millisecond)
 	// The disk is fixed: the request, still queued, is written.
 	require.NoError(t, os.Remove(blocker))
-	require.Eventually(t, func() bool { _, n := letters(t, c, "run-a", "nemo_otlp"); return n == 3 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { _, n := lettertest.Traces(t, c.DeadLetter.Directory, "run-a", "nemo_otlp"); return n == 3 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, exp.Shutdown(t.Context()))
 }

@@ -87,11 +87,10 @@ func create[T comparable, E component.Component](ctx context.Context, set export
 	x := &deliverer[T, E]{
 		sig:     sig,
 		letters: deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterNemoOtlpDeadLetters, set.ID.String())),
-		window:  c.RetryConfig.MaxElapsedTime,
+		window:  deadletter.NewWindow[T](c.RetryConfig.MaxElapsedTime),
 		retry:   c.RetryConfig.Enabled,
 		logger:  set.Logger,
 		warn:    ratelog.Limiter[struct{}]{Every: time.Minute},
-		failing: map[T]time.Time{},
 	}
 	userAgent := fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH)
 	// The deliverer ends a request's retries itself (see deliverer): the

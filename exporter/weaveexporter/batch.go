@@ -21,9 +21,11 @@ type batch struct {
 	// unchanged is true when every span is sent as it came, under its
 	// resource as it came, so a request holding all of them is body itself.
 	unchanged bool
-	dropped   droppedSpans
-	renamed   map[renamedKey]struct{}
-	runIDs    []runIDProblem
+	// unroutable are the resources (indexes in td) with spans but no
+	// entity or project.
+	unroutable []int32
+	renamed    map[renamedKey]struct{}
+	runIDs     []runIDProblem
 }
 
 // What was changed in a span on its way to Weave, for the internal metrics.
@@ -76,7 +78,7 @@ func (r *router) split(td ptrace.Traces) (*batch, error) {
 	spansOf := make(map[projectKey]int)
 	for i := 0; i < rss.Len(); i++ {
 		var ok bool
-		plans[i], ok = r.plan(b, rss.At(i))
+		plans[i], ok = r.plan(b, i, rss.At(i))
 		skip[i] = !ok
 		if ok {
 			spansOf[plans[i].key] += spanCount(rss.At(i))
@@ -298,10 +300,9 @@ func (b *batch) span(ref spanRef) encodedSpan {
 }
 
 // tracesOf copies the spans refs point at, with their resource and scope,
-// from the incoming batch: what is left to send when a retryable error
-// stops a push part-way.
-func (b *batch) tracesOf(refs []spanRef) ptrace.Traces {
-	out := ptrace.NewTraces()
+// from the incoming batch, into out: what is left to send when a retryable
+// error stops a push part-way.
+func (b *batch) tracesOf(out ptrace.Traces, refs []spanRef) {
 	rss := b.td.ResourceSpans()
 	curRS, curSS := int32(-1), int32(-1)
 	var dstRS ptrace.ResourceSpans
@@ -323,7 +324,19 @@ func (b *batch) tracesOf(refs []spanRef) ptrace.Traces {
 		}
 		srcSS.Spans().At(int(ref.span)).CopyTo(dstSS.Spans().AppendEmpty())
 	}
-	return out
+}
+
+// unroutableTraces copies the resources without entity or project into out.
+func (b *batch) unroutableTraces(out ptrace.Traces) {
+	for _, i := range b.unroutable {
+		b.td.ResourceSpans().At(int(i)).CopyTo(out.ResourceSpans().AppendEmpty())
+	}
+}
+
+// sent is req as it was (or would have been) sent to Weave: with the
+// entity, project and run id added and the keys renamed.
+func (b *batch) sent(req request) (ptrace.Traces, error) {
+	return (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(b.encode(req))
 }
 
 func (b *batch) spanName(ref spanRef) string {

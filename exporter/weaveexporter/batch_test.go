@@ -71,7 +71,7 @@ func TestRequestsCarryExactlyTheirSpans(t *testing.T) {
 				}
 				got := decodeRequest(t, body)
 				// Same content as copying those spans with pdata.
-				assert.Equal(t, encoded(t, b.tracesOf(req.refs)), encoded(t, got))
+				assert.Equal(t, encoded(t, copyOf(b, req.refs)), encoded(t, got))
 				for i := 0; i < got.ResourceSpans().Len(); i++ {
 					forEachSpan(got.ResourceSpans().At(i), func(s ptrace.Span) { seen = append(seen, s.Name()) })
 				}
@@ -117,12 +117,12 @@ func TestSplitWithNothingToSend(t *testing.T) {
 	bt, err := r.split(b.td)
 	require.NoError(t, err)
 	assert.Empty(t, bt.requests(1<<20))
-	assert.Equal(t, droppedSpans{count: 3, missing: "wandb.entity", service: "x"}, bt.dropped)
+	assert.Equal(t, []int32{0}, bt.unroutable)
 
 	empty, err := r.split(ptrace.NewTraces())
 	require.NoError(t, err)
 	assert.Empty(t, empty.requests(1<<20))
-	assert.Zero(t, empty.dropped.count)
+	assert.Empty(t, empty.unroutable)
 }
 
 func TestMalformedEncodingIsAnError(t *testing.T) {
@@ -153,4 +153,11 @@ func TestStringAttributeFieldDecodes(t *testing.T) {
 	got := decodeRequest(t, appendLenField(nil, fieldResourceSpans, rsOut))
 	attrs := got.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().AsRaw()
 	assert.Equal(t, map[string]any{"megatron.iteration": int64(1), "megatron.loss": 2.25, "wandb.wb_run_id": "run42"}, attrs)
+}
+
+// copyOf is tracesOf into a new ptrace.Traces.
+func copyOf(b *batch, refs []spanRef) ptrace.Traces {
+	out := ptrace.NewTraces()
+	b.tracesOf(out, refs)
+	return out
 }

@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 const (
@@ -139,8 +141,13 @@ type Config struct {
 	// QueueConfig is the exporterhelper sending queue.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// RetryConfig is the exporterhelper retry policy, used for 429/502/503/504
-	// and network errors. A Retry-After from Weave lengthens the wait.
+	// and network errors. A Retry-After from Weave lengthens the wait. Its
+	// max_elapsed_time is the retry window: a request still failing past it
+	// is dead-lettered (0: retry until Weave takes it).
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
+	// DeadLetter says where what Weave does not take is kept: a request
+	// leaves the queue only delivered or dead-lettered.
+	DeadLetter deadletter.Config `mapstructure:"dead_letter"`
 
 	// Deployment is multi_tenant (default: the URL is endpoint) or dedicated
 	// (the URL is https://<host>/traces/otel/v1/traces).

@@ -38,6 +38,7 @@ func TestLoadValidConfig(t *testing.T) {
 		require.NoError(t, err)
 		want := createDefaultConfig().(*Config)
 		want.APIKey = "test-key"
+		want.DeadLetter.Directory = "./telemetry"
 		assert.Equal(t, want, cfg)
 		u, err := cfg.tracesURL()
 		require.NoError(t, err)
@@ -109,6 +110,11 @@ func TestLoadInvalidConfig(t *testing.T) {
 			assert.NotContains(t, err.Error(), "hunter2")
 		})
 	}
+}
+
+func TestDeadLetterDirectoryIsRequired(t *testing.T) {
+	_, err := loadConfig(t, "missing_dead_letter_directory")
+	require.EqualError(t, err, "dead_letter: directory is required: what the destination does not take is written there, next to the runs' files (the presets use NEMO_TELEMETRY_DIR)")
 }
 
 // The endpoint's messages, whose text is the fix: the URL to use instead.

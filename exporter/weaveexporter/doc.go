@@ -8,5 +8,7 @@
 // On top of a plain OTLP/HTTP exporter it routes every request to a single
 // W&B entity/project, fills in entity/project defaults, links spans to a W&B
 // run, renames attribute keys that Weave cannot store, splits large batches,
-// and explains every refusal from Weave in terms of the setting to fix.
+// explains every refusal from Weave in terms of the setting to fix, and
+// dead-letters what Weave does not take (internal/deadletter), so a request
+// leaves its queue only delivered or written to the run's dead-letter file.
 package weaveexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter"

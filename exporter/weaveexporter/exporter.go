@@ -19,11 +19,10 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 	"github.com/nemo-lens/otelcol-nemo/internal/ratelog"
 )
 
@@ -35,11 +34,6 @@ const (
 	// maxLoggedRenames bounds the distinct renames logged, and the memory
 	// used to remember them.
 	maxLoggedRenames = 100
-)
-
-var (
-	reasonMissingProject = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "missing_project")))
-	reasonTooLarge       = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "too_large")))
 )
 
 type weaveExporter struct {
@@ -60,9 +54,13 @@ type weaveExporter struct {
 	// for the same refusal.
 	maxRequestBytes atomic.Int64
 
-	missingProject ratelog.Limiter[struct{}]
-	runIDProblems  ratelog.Limiter[struct{}]
-	renames        ratelog.Limiter[renamedKey]
+	letters *deadletter.Writer
+	// window is retry_on_failure::max_elapsed_time.
+	window *deadletter.Window[ptrace.Traces]
+
+	warnings      ratelog.Limiter[struct{}] // Weave's warnings in a full success
+	runIDProblems ratelog.Limiter[struct{}]
+	renames       ratelog.Limiter[renamedKey]
 }
 
 func newWeaveExporter(cfg *Config, set exporter.Settings) (*weaveExporter, error) {
@@ -84,9 +82,11 @@ func newWeaveExporter(cfg *Config, set exporter.Settings) (*weaveExporter, error
 		userAgent: fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH),
 		now:       time.Now,
 
-		missingProject: ratelog.Limiter[struct{}]{Every: noticeInterval},
-		runIDProblems:  ratelog.Limiter[struct{}]{Every: noticeInterval},
-		renames:        ratelog.Limiter[renamedKey]{Every: ratelog.Never, MaxKeys: maxLoggedRenames},
+		letters:       deadletter.NewWriter(cfg.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterWeaveDeadLetters, set.ID.String())),
+		window:        deadletter.NewWindow[ptrace.Traces](cfg.RetryConfig.MaxElapsedTime),
+		warnings:      ratelog.Limiter[struct{}]{Every: noticeInterval},
+		runIDProblems: ratelog.Limiter[struct{}]{Every: noticeInterval},
+		renames:       ratelog.Limiter[renamedKey]{Every: ratelog.Never, MaxKeys: maxLoggedRenames},
 	}
 	switch cfg.AuthMode {
 	case AuthModeBasic:
@@ -119,56 +119,155 @@ func (e *weaveExporter) shutdown(context.Context) error {
 	return nil
 }
 
-// pushState accumulates, over one push, the requests Weave refused for
-// good while the push went on.
-type pushState struct {
-	refused []error
-	lost    int
+// letter is a part of a push Weave did not take, dead-lettered as it was
+// sent (so a replay to Weave's OTLP endpoint sends what this exporter
+// would have), or, for the resources without a project, as they came.
+type letter struct {
+	reason     deadletter.Reason
+	detail     string
+	req        request
+	unroutable bool
 }
 
+// pushState accumulates, over one push, what Weave did not take.
+type pushState struct {
+	letters []letter
+}
+
+func (st *pushState) add(reason deadletter.Reason, detail string, reqs ...request) {
+	for _, req := range reqs {
+		if len(req.refs) > 0 {
+			st.letters = append(st.letters, letter{reason: reason, detail: detail, req: req})
+		}
+	}
+}
+
+// noProject is the letter's error for spans without a W&B project.
+const noProject = "no W&B entity or project: the resource has no wandb.entity or wandb.project and the weave exporter no entity/project default, so Weave would discard these spans without a word. " +
+	"Set WANDB_ENTITY and WANDB_PROJECT in the training job, or entity and project in the weave exporter; replay these letters with a project_id header (entity/project)"
+
+// pushTraces sends td and ends it as nemo_otlp does (see
+// deadletter.Window): every span delivered or dead-lettered before it
+// returns nil and td leaves the queue; a retryable failure hands back
+// what is left (and what could not be dead-lettered) to the retry sender.
 func (e *weaveExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
 	b, err := e.router.split(td)
 	if err != nil {
-		return consumererror.NewPermanent(fmt.Errorf("cannot regroup the batch by project: %w", err))
+		// Weave would not read it either.
+		if werr := e.write(td, deadletter.Refused, "cannot regroup the batch by project: "+err.Error()); werr != nil {
+			return werr
+		}
+		e.window.Forget(td)
+		return nil
 	}
-	e.report(ctx, b)
+	e.report(b)
 
 	var st pushState
+	if len(b.unroutable) > 0 {
+		st.letters = append(st.letters, letter{reason: deadletter.Unroutable, detail: noProject, unroutable: true})
+	}
 	reqs := b.requests(int(e.maxRequestBytes.Load()))
 	for i, req := range reqs {
 		done, err := e.deliver(ctx, &st, b, req)
 		if err == nil {
 			continue
 		}
-		pending := make([]spanRef, 0, len(req.refs)-done)
-		pending = append(pending, req.refs[done:]...)
-		for _, later := range reqs[i+1:] {
-			pending = append(pending, later.refs...)
-		}
+		rest := append([]request{{key: req.key, refs: req.refs[done:]}}, reqs[i+1:]...)
 		if stopsPush(err) {
-			st.lost += len(pending)
-			st.refused = append(st.refused, err)
-			return e.refusedError(&st, b)
+			st.add(deadletter.Refused, answer(err), rest...)
+			break
 		}
-		if len(st.refused) > 0 {
-			// The returned error is about what is retried; say here what
-			// will not be.
-			e.logger.Error("Weave refused part of a batch; those spans are dropped, the rest is retried",
-				zap.Int("dropped_spans", st.lost), zap.Error(errors.Join(st.refused...)))
+		if !e.cfg.RetryConfig.Enabled {
+			st.add(deadletter.RetryWindow, "retry_on_failure is disabled: "+err.Error(), rest...)
+			break
 		}
-		if len(pending) == b.refCount && b.dropped.count == 0 {
-			return err
+		if since, over := e.window.Failed(td, e.now()); over {
+			st.add(deadletter.RetryWindow, deadletter.WindowDetail(since, e.window.Length(), err), rest...)
+			break
 		}
-		return consumererror.NewTraces(err, b.tracesOf(pending))
+		return e.finish(td, b, &st, rest, err)
 	}
-	if len(st.refused) > 0 {
-		return e.refusedError(&st, b)
-	}
-	return nil
+	return e.finish(td, b, &st, nil, nil)
 }
 
-func (*weaveExporter) refusedError(st *pushState, b *batch) error {
-	return consumererror.NewPermanent(fmt.Errorf("weave did not take %d of %d spans: %w", st.lost, b.refCount, errors.Join(st.refused...)))
+// finish dead-letters st's letters and, after a retryable failure (err),
+// returns what is left to the retry sender: rest and the letters that
+// could not be written, as they came.
+func (e *weaveExporter) finish(td ptrace.Traces, b *batch, st *pushState, rest []request, err error) error {
+	unwritten, werr := e.writeLetters(b, st.letters)
+	if werr != nil {
+		err = werr
+	}
+	if err == nil {
+		e.window.Forget(td)
+		return nil
+	}
+	left := 0
+	for _, r := range rest {
+		left += len(r.refs)
+	}
+	if left == b.refCount && len(b.unroutable) == 0 && len(st.letters) == 0 {
+		return err // nothing sent or written: td itself again, its window going on
+	}
+	out := ptrace.NewTraces()
+	for _, l := range unwritten {
+		if l.unroutable {
+			b.unroutableTraces(out)
+		} else {
+			b.tracesOf(out, l.req.refs)
+		}
+	}
+	for _, r := range rest {
+		b.tracesOf(out, r.refs)
+	}
+	e.window.Carry(td, out)
+	return consumererror.NewTraces(err, out)
+}
+
+// writeLetters writes letters, those in a row with the same reason and
+// answer as one; it returns the letters not written when a write failed.
+func (e *weaveExporter) writeLetters(b *batch, letters []letter) ([]letter, error) {
+	for i := 0; i < len(letters); {
+		j := i + 1
+		for j < len(letters) && !letters[j].unroutable && !letters[i].unroutable &&
+			letters[j].reason == letters[i].reason && letters[j].detail == letters[i].detail {
+			j++
+		}
+		td := ptrace.NewTraces()
+		for _, l := range letters[i:j] {
+			if l.unroutable {
+				b.unroutableTraces(td)
+				continue
+			}
+			sent, err := b.sent(l.req)
+			if err != nil {
+				// Not expected (b encoded it); as it came rather than lost.
+				b.tracesOf(td, l.req.refs)
+				continue
+			}
+			sent.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+		}
+		if err := e.write(td, letters[i].reason, letters[i].detail); err != nil {
+			return letters[i:], err
+		}
+		i = j
+	}
+	return nil, nil
+}
+
+func (e *weaveExporter) write(td ptrace.Traces, r deadletter.Reason, detail string) error {
+	return deadletter.Write(e.letters, deadletter.Traces, td, r, cleanMessage(detail, e.secrets()...))
+}
+
+// answer is a refusal's text, without consumererror's "Permanent error: ".
+func answer(err error) string {
+	if s, ok := errors.AsType[stopPush](err); ok {
+		err = s.error
+	}
+	if inner := errors.Unwrap(err); inner != nil && consumererror.IsPermanent(err) {
+		err = inner
+	}
+	return err.Error()
 }
 
 // deliver sends req, halving it on 413. It returns how many of req.refs
@@ -181,14 +280,12 @@ func (e *weaveExporter) deliver(ctx context.Context, st *pushState, b *batch, re
 	}
 	switch {
 	case res.status >= 200 && res.status < 300:
-		e.delivered(ctx, req, res)
+		e.delivered(ctx, st, req, res)
 		return len(req.refs), nil
 	case res.status == http.StatusRequestEntityTooLarge:
 		e.telemetry.ExporterWeaveRequestsTooLarge.Add(ctx, 1)
 		if len(req.refs) == 1 {
-			e.telemetry.ExporterWeaveSpansDropped.Add(ctx, 1, reasonTooLarge)
-			st.lost++
-			st.refused = append(st.refused, fmt.Errorf("weave refused a request holding a single span (%q, %d bytes) as too large (HTTP 413); the span is dropped", b.spanName(req.refs[0]), size))
+			st.add(deadletter.Refused, fmt.Sprintf("weave refused a request holding a single span (%q, %d bytes) as too large (HTTP 413)", b.spanName(req.refs[0]), size), req)
 			return 1, nil
 		}
 		e.lowerMaxRequestBytes(size)
@@ -204,8 +301,7 @@ func (e *weaveExporter) deliver(ctx context.Context, st *pushState, b *batch, re
 		if stopsPush(err) || !consumererror.IsPermanent(err) {
 			return 0, err
 		}
-		st.lost += len(req.refs)
-		st.refused = append(st.refused, err)
+		st.add(deadletter.Refused, answer(err), req)
 		return len(req.refs), nil
 	}
 }
@@ -267,8 +363,10 @@ func (e *weaveExporter) post(ctx context.Context, b *batch, r request) (response
 	return res, size, nil
 }
 
-// delivered accounts for an accepted request and reports a partial success.
-func (e *weaveExporter) delivered(ctx context.Context, req request, res response) {
+// delivered accounts for an accepted request; a partial success that
+// rejects spans dead-letters the whole request (OTLP says how many, not
+// which).
+func (e *weaveExporter) delivered(ctx context.Context, st *pushState, req request, res response) {
 	var renamed, linked int64
 	for _, ref := range req.refs {
 		if ref.flags&spanRenamed != 0 {
@@ -285,35 +383,21 @@ func (e *weaveExporter) delivered(ctx context.Context, req request, res response
 		e.telemetry.ExporterWeaveSpansRunLinked.Add(ctx, linked)
 	}
 	rejected, msg, ok := partialSuccess(res)
-	if !ok || (rejected == 0 && msg == "") {
-		return
-	}
-	if rejected > 0 {
+	msg = cleanMessage(msg, e.secrets()...)
+	switch {
+	case !ok || (rejected == 0 && msg == ""):
+	case rejected > 0:
 		e.telemetry.ExporterWeaveSpansRejected.Add(ctx, rejected)
+		st.add(deadletter.PartialSuccess, fmt.Sprintf("partial success: weave rejected %d of %d spans for %s: %s", rejected, len(req.refs), req.key, msg), req)
+	case e.warnings.Allow(struct{}{}, e.now()):
+		e.logger.Warn("Weave took every span but sent a warning", zap.String("message", msg),
+			zap.String("entity", req.key.entity), zap.String("project", req.key.project))
 	}
-	e.logger.Warn("Weave accepted the request but rejected some spans (OTLP partial success); they are not retried",
-		zap.Int64("rejected_spans", rejected),
-		zap.Int("sent_spans", len(req.refs)),
-		zap.String("message", cleanMessage(msg, e.secrets()...)),
-		zap.String("entity", req.key.entity),
-		zap.String("project", req.key.project))
 }
 
-// report counts and logs what split found: spans without a project, key
-// renames and spans that could not be linked to a run.
-func (e *weaveExporter) report(ctx context.Context, b *batch) {
-	if d := b.dropped; d.count > 0 {
-		e.telemetry.ExporterWeaveSpansDropped.Add(ctx, int64(d.count), reasonMissingProject)
-		if total, ok := e.missingProject.AllowN(struct{}{}, e.now(), int64(d.count)); ok {
-			e.logger.Warn("Dropping spans that have no W&B entity or project: Weave would discard them without a word. "+
-				"Set WANDB_ENTITY and WANDB_PROJECT in the training job (they arrive as the resource attributes wandb.entity and wandb.project), "+
-				"or set entity and project in the weave exporter.",
-				zap.Int64("dropped_spans", total),
-				zap.String("missing", d.missing),
-				zap.String("example_service.name", d.service),
-				zap.String("example_service.instance.id", d.instance))
-		}
-	}
+// report logs what split found: key renames and spans that could not be
+// linked to a run.
+func (e *weaveExporter) report(b *batch) {
 	for k := range b.renamed {
 		if e.renames.Allow(k, e.now()) {
 			e.logger.Info("Renamed an attribute key before sending: Weave nests dotted keys and cannot store a key next to keys below it",

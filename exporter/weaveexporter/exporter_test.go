@@ -10,14 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lettertest"
 )
 
 const (
-	metricDropped  = "otelcol_exporter_weave_spans_dropped"
-	metricRejected = "otelcol_exporter_weave_spans_rejected"
-	metricRenamed  = "otelcol_exporter_weave_spans_renamed"
-	metricLinked   = "otelcol_exporter_weave_spans_run_linked"
-	metricTooLarge = "otelcol_exporter_weave_requests_too_large"
+	metricDeadLetters = "otelcol_exporter_weave_dead_letters"
+	metricRejected    = "otelcol_exporter_weave_spans_rejected"
+	metricRenamed     = "otelcol_exporter_weave_spans_renamed"
+	metricLinked      = "otelcol_exporter_weave_spans_run_linked"
+	metricTooLarge    = "otelcol_exporter_weave_requests_too_large"
 )
 
 func project(entity, project string) map[string]any {
@@ -76,10 +78,12 @@ func TestAuthModes(t *testing.T) {
 		exp := h.startTraces(t, cfg)
 		b := newTraceBuilder()
 		b.resource(project("acme", "llm"), "s", 2)
-		err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "HTTP 401")
-		assert.Contains(t, err.Error(), "auth_mode (now header)")
+		require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
+		lines, n := f.deadLetters(t)
+		require.Len(t, lines, 1)
+		assert.Equal(t, 2, n)
+		assert.Contains(t, lettertest.Error(lines[0]), "HTTP 401")
+		assert.Contains(t, lettertest.Error(lines[0]), "auth_mode (now header)")
 	})
 }
 

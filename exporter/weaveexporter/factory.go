@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 // NewFactory returns the factory of the weave exporter. Weave ingests traces
@@ -41,6 +42,7 @@ func createDefaultConfig() component.Config {
 		ClientConfig:    client,
 		QueueConfig:     configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
 		RetryConfig:     configretry.NewDefaultBackOffConfig(),
+		DeadLetter:      deadletter.NewDefaultConfig(),
 		Deployment:      DeploymentMultiTenant,
 		AuthMode:        AuthModeHeader,
 		MaxRequestBytes: defaultMaxRequestBytes,
@@ -53,13 +55,17 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	if err != nil {
 		return nil, err
 	}
+	// The exporter ends a request's retries itself (deadletter.Window): the
+	// retry sender retries until then.
+	retry := c.RetryConfig
+	retry.MaxElapsedTime = 0
 	return exporterhelper.NewTraces(ctx, set, cfg, e.pushTraces,
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		// timeout is the HTTP client's, per request: one push may send several.
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
-		exporterhelper.WithRetry(c.RetryConfig),
+		exporterhelper.WithRetry(retry),
 		exporterhelper.WithQueue(c.QueueConfig),
 	)
 }

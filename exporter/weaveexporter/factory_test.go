@@ -80,7 +80,7 @@ func (staticProvider) Shutdown(context.Context) error { return nil }
 func newCollector(t *testing.T, pipelines map[string]any) *otelcol.Collector {
 	conf := map[string]any{
 		"receivers": map[string]any{"nop": nil},
-		"exporters": map[string]any{"weave": map[string]any{"api_key": "test-key", "entity": "acme", "project": "llm"}},
+		"exporters": map[string]any{"weave": map[string]any{"api_key": "test-key", "entity": "acme", "project": "llm", "dead_letter": map[string]any{"directory": t.TempDir()}}},
 		"service":   map[string]any{"pipelines": pipelines},
 	}
 	col, err := otelcol.NewCollector(otelcol.CollectorSettings{

@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lettertest"
 )
 
 const testAPIKey = "k3y-0123456789abcdef-secret"
@@ -66,12 +67,14 @@ type fakeWeave struct {
 	mode   AuthMode
 	reply  func(n int, req weaveRequest) weaveReply // n counts requests from 0
 
+	letters string // the dead-letter directory of testConfig
+
 	mu       sync.Mutex
 	requests []weaveRequest
 }
 
 func newFakeWeave(t *testing.T, mode AuthMode, reply func(n int, req weaveRequest) weaveReply) *fakeWeave {
-	f := &fakeWeave{t: t, apiKey: testAPIKey, mode: mode, reply: reply}
+	f := &fakeWeave{t: t, apiKey: testAPIKey, mode: mode, reply: reply, letters: t.TempDir()}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -291,6 +294,24 @@ func sorted(groups ...[]string) []string {
 	return out
 }
 
+// deadLetters reads what the exporter dead-lettered for spans of no run
+// (the test resources carry no nemo.run.id): the lines and their spans.
+func (f *fakeWeave) deadLetters(t *testing.T) ([]ptrace.Traces, int) {
+	return lettertest.Traces(t, f.letters, "unknown", "weave")
+}
+
+// letterSpans are the names of the spans in lines.
+func letterSpans(lines []ptrace.Traces) []string {
+	var out []string
+	for _, td := range lines {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			forEachSpan(td.ResourceSpans().At(i), func(s ptrace.Span) { out = append(out, s.Name()) })
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // testConfig is a config sending to f, without queue (so ConsumeTraces
 // returns the final outcome) and with fast retries.
 func testConfig(f *fakeWeave) *Config {
@@ -299,6 +320,7 @@ func testConfig(f *fakeWeave) *Config {
 	cfg.APIKey = testAPIKey
 	cfg.AuthMode = f.mode
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	cfg.DeadLetter.Directory = f.letters
 	cfg.RetryConfig = configretry.BackOffConfig{
 		Enabled:         true,
 		InitialInterval: 5 * time.Millisecond,

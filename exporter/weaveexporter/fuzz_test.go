@@ -129,7 +129,9 @@ func FuzzRequestEncoding(f *testing.F) {
 		routed, dropped := routeOf(td, r)
 		b, err := r.split(td)
 		require.NoError(t, err)
-		require.Equal(t, dropped, b.dropped.count, "spans without a project")
+		unroutable := ptrace.NewTraces()
+		b.unroutableTraces(unroutable)
+		require.Equal(t, dropped, unroutable.SpanCount(), "spans without a project")
 
 		sent := map[projectKey][]pcommon.SpanID{}
 		for _, req := range b.requests(maxBytes) {
@@ -147,7 +149,7 @@ func FuzzRequestEncoding(f *testing.F) {
 			if req.whole {
 				// The batch as it came, empty resources and scopes included:
 				// right only when nothing changes on the way.
-				require.Equal(t, encoded(t, b.tracesOf(req.refs)), encoded(t, want), "a changed batch sent as encoded")
+				require.Equal(t, encoded(t, copyOf(b, req.refs)), encoded(t, want), "a changed batch sent as encoded")
 				want = td
 			}
 			require.Equal(t, tracesJSON(t, want), tracesJSON(t, got), "decoded request differs from its spans as sent")
@@ -315,7 +317,7 @@ func routeOf(td ptrace.Traces, r router) (map[projectKey][]pcommon.SpanID, int) 
 // (when it is a bare run id) on spans lacking it, and conflicting keys
 // renamed.
 func sentAs(b *batch, r router, refs []spanRef) ptrace.Traces {
-	td := b.tracesOf(refs)
+	td := copyOf(b, refs)
 	for i := 0; i < td.ResourceSpans().Len(); i++ {
 		rs := td.ResourceSpans().At(i)
 		attrs := rs.Resource().Attributes()

@@ -11,10 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lettertest"
 )
 
 func TestTooLargeHalvesAndLearns(t *testing.T) {
@@ -62,7 +63,7 @@ func TestTooLargeHalvesAndLearns(t *testing.T) {
 	assert.Equal(t, sorted(names("s", 10), names("t", 10)), f.accepted())
 }
 
-func TestTooLargeSingleSpanIsDropped(t *testing.T) {
+func TestTooLargeSingleSpanIsDeadLettered(t *testing.T) {
 	f := newFakeWeave(t, AuthModeHeader, func(_ int, req weaveRequest) weaveReply {
 		if slices.Contains(req.spans, "huge") {
 			return weaveReply{status: http.StatusRequestEntityTooLarge}
@@ -75,13 +76,14 @@ func TestTooLargeSingleSpanIsDropped(t *testing.T) {
 	rs := b.resource(project("acme", "llm"), "s", 3)
 	b.span(rs.ScopeSpans().At(0), "huge").Attributes().PutStr("payload", strings.Repeat("x", 10000))
 
-	err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
-	require.Error(t, err)
-	assert.True(t, consumererror.IsPermanent(err))
-	assert.Contains(t, err.Error(), `weave refused a request holding a single span ("huge"`)
-	assert.Contains(t, err.Error(), "weave did not take 1 of 4 spans")
+	require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 	assert.Equal(t, names("s", 3), f.accepted())
-	assert.Equal(t, int64(1), h.counter(t, metricDropped, attribute.String("reason", "too_large")))
+	lines, n := f.deadLetters(t)
+	require.Len(t, lines, 1)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []string{"huge"}, letterSpans(lines))
+	assert.Contains(t, lettertest.Error(lines[0]), `weave refused a request holding a single span ("huge"`)
+	assert.Equal(t, int64(1), h.counter(t, metricDeadLetters, attribute.String("reason", "refused")))
 }
 
 func TestMaxRequestBytesSplitsBatches(t *testing.T) {

@@ -12,12 +12,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lettertest"
 )
 
-func TestRefusalsArePermanentAndSayWhatToCheck(t *testing.T) {
+func TestRefusalsAreDeadLetteredAndSayWhatToCheck(t *testing.T) {
 	tests := []struct {
 		name     string
 		reply    weaveReply
@@ -28,13 +31,13 @@ func TestRefusalsArePermanentAndSayWhatToCheck(t *testing.T) {
 			name:     "400 carries Weave's message",
 			reply:    weaveReply{status: http.StatusBadRequest, contentType: "application/json", body: []byte(`{"detail":"span 1: attribute value too long"}`)},
 			requests: 2,
-			want:     []string{"as malformed (HTTP 400)", "Weave said: span 1: attribute value too long", "weave did not take 3 of 3 spans"},
+			want:     []string{"as malformed (HTTP 400)", "Weave said: span 1: attribute value too long"},
 		},
 		{
 			name:     "401 points at the API key",
 			reply:    weaveReply{status: http.StatusUnauthorized, contentType: "text/plain", body: []byte("unauthorized")},
 			requests: 1,
-			want:     []string{"did not accept the API key (HTTP 401", "check that api_key (usually ${env:WANDB_API_KEY})", "weave did not take 3 of 3 spans"},
+			want:     []string{"did not accept the API key (HTTP 401", "check that api_key (usually ${env:WANDB_API_KEY})"},
 		},
 		{
 			name:     "403 points at write access to the entity/project",
@@ -64,15 +67,25 @@ func TestRefusalsArePermanentAndSayWhatToCheck(t *testing.T) {
 			b.resource(project("acme", "llm"), "a", 2)
 			b.resource(project("acme", "rl"), "b", 1)
 
-			err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
-			require.Error(t, err)
-			assert.True(t, consumererror.IsPermanent(err), "%v", err)
-			for _, w := range tc.want {
-				assert.Contains(t, err.Error(), w)
-			}
-			assert.NotContains(t, err.Error(), testAPIKey)
+			require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)), "dead-lettered, the request leaves the queue")
 			assert.Len(t, f.received(), tc.requests, "refusals are not retried")
 			assert.Empty(t, f.accepted())
+
+			lines, n := f.deadLetters(t)
+			assert.Equal(t, 3, n)
+			assert.Equal(t, sorted(names("a", 2), names("b", 1)), letterSpans(lines))
+			var errs []string
+			for _, l := range lines {
+				assert.Equal(t, "refused", lettertest.Reason(l))
+				assert.NotContains(t, lettertest.Error(l), "Permanent error")
+				errs = append(errs, lettertest.Error(l))
+			}
+			all := strings.Join(errs, "\n")
+			for _, w := range tc.want {
+				assert.Contains(t, all, w)
+			}
+			assert.NotContains(t, all, testAPIKey)
+			assert.Equal(t, int64(3), h.counter(t, metricDeadLetters, attribute.String("reason", "refused"), attribute.String("exporter", "weave")))
 		})
 	}
 }
@@ -90,14 +103,15 @@ func TestForbiddenProjectDoesNotStopOthers(t *testing.T) {
 	b.resource(project("acme", "secret"), "x", 2)
 	b.resource(project("acme", "llm"), "a", 3)
 
-	err := exp.ConsumeTraces(t.Context(), readOnly(b.td))
-	require.Error(t, err)
-	assert.True(t, consumererror.IsPermanent(err))
-	assert.Contains(t, err.Error(), "weave did not take 2 of 5 spans")
-	assert.Contains(t, err.Error(), `entity "acme", project "secret"`)
-	assert.Contains(t, err.Error(), "Weave said: permission denied")
+	require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 	assert.Equal(t, names("a", 3), f.accepted())
 	assert.Len(t, f.received(), 2)
+	lines, n := f.deadLetters(t)
+	require.Len(t, lines, 1)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, names("x", 2), letterSpans(lines))
+	assert.Contains(t, lettertest.Error(lines[0]), `entity "acme", project "secret"`)
+	assert.Contains(t, lettertest.Error(lines[0]), "Weave said: permission denied")
 }
 
 // statusBody is an OTLP error body: a protobuf google.rpc.Status.
@@ -107,7 +121,7 @@ func statusBody(t *testing.T, msg string) []byte {
 	return b
 }
 
-func TestPartialSuccessIsLoggedCountedAndNotRetried(t *testing.T) {
+func TestPartialSuccessIsDeadLetteredWhole(t *testing.T) {
 	for _, contentType := range []string{"application/x-protobuf", "application/json"} {
 		t.Run(contentType, func(t *testing.T) {
 			body := partialSuccessBody(t, 2, "2 spans rejected: attribute 'a' is both a value and an object")
@@ -126,16 +140,31 @@ func TestPartialSuccessIsLoggedCountedAndNotRetried(t *testing.T) {
 			assert.Len(t, f.received(), 1, "a partial success is not retried")
 			assert.Equal(t, names("s", 5), f.accepted())
 			assert.Equal(t, int64(2), h.counter(t, metricRejected))
-			warns := h.logged(zapcore.WarnLevel)
-			require.Len(t, warns, 1)
-			assert.Contains(t, warns[0].Message, "rejected some spans (OTLP partial success)")
-			fields := warns[0].ContextMap()
-			assert.Equal(t, int64(2), fields["rejected_spans"])
-			assert.Equal(t, int64(5), fields["sent_spans"])
-			assert.Equal(t, "2 spans rejected: attribute 'a' is both a value and an object", fields["message"])
-			assert.Equal(t, "acme", fields["entity"])
+			lines, n := f.deadLetters(t)
+			require.Len(t, lines, 1)
+			assert.Equal(t, 5, n, "OTLP says how many were rejected, not which: the whole request")
+			assert.Equal(t, "partial_success", lettertest.Reason(lines[0]))
+			assert.Equal(t, "partial success: weave rejected 2 of 5 spans for acme/llm: 2 spans rejected: attribute 'a' is both a value and an object", lettertest.Error(lines[0]))
+			assert.Equal(t, int64(5), h.counter(t, metricDeadLetters, attribute.String("reason", "partial_success")))
 		})
 	}
+}
+
+func TestAWarningWithoutRejectionIsDelivered(t *testing.T) {
+	f := newFakeWeave(t, AuthModeHeader, func(int, weaveRequest) weaveReply {
+		return weaveReply{status: http.StatusOK, contentType: "application/x-protobuf", body: partialSuccessBody(t, 0, "attribute truncated")}
+	})
+	h := newHarness(t)
+	exp := h.startTraces(t, testConfig(f))
+	b := newTraceBuilder()
+	b.resource(project("acme", "llm"), "s", 2)
+
+	require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
+	_, n := f.deadLetters(t)
+	assert.Zero(t, n)
+	warns := h.logged(zapcore.WarnLevel)
+	require.Len(t, warns, 1)
+	assert.Equal(t, "attribute truncated", warns[0].ContextMap()["message"])
 }
 
 func TestRetryableStatusesAreRetriedWithoutDuplicates(t *testing.T) {
@@ -260,20 +289,22 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	})
 	h := newHarness(t)
 	exp := h.startTraces(t, testConfig(f))
-	var errs []error
 	for range 3 {
 		b := newTraceBuilder()
 		b.resource(project("acme", "llm"), "s", 1)
 		b.resource(map[string]any{}, "nop", 1)
-		errs = append(errs, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
+		require.NoError(t, exp.ConsumeTraces(t.Context(), readOnly(b.td)))
 	}
-	require.NoError(t, errs[0])
-	require.Error(t, errs[1])
-	require.Error(t, errs[2])
-	for _, err := range errs[1:] {
-		assert.NotContains(t, err.Error(), testAPIKey)
-		assert.Contains(t, err.Error(), "[REDACTED]")
+	lines, _ := f.deadLetters(t)
+	require.Len(t, lines, 6, "each push: the spans without a project, and the refused or rejected one")
+	redacted := 0
+	for _, l := range lines {
+		assert.NotContains(t, lettertest.Error(l), testAPIKey)
+		if strings.Contains(lettertest.Error(l), "[REDACTED]") {
+			redacted++
+		}
 	}
+	assert.Equal(t, 3, redacted, "the partial success's message and both refusals")
 	require.NotEmpty(t, h.logs.All())
 	for _, e := range h.logs.All() {
 		assert.NotContains(t, e.Message, testAPIKey)

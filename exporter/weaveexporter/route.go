@@ -12,11 +12,10 @@ import (
 )
 
 const (
-	attrEntity   = "wandb.entity"
-	attrProject  = "wandb.project"
-	attrRunID    = "wandb.wb_run_id"
-	attrService  = "service.name"
-	attrInstance = "service.instance.id"
+	attrEntity  = "wandb.entity"
+	attrProject = "wandb.project"
+	attrRunID   = "wandb.wb_run_id"
+	attrService = "service.name"
 )
 
 // projectKey is the Weave project a request is written to.
@@ -41,14 +40,6 @@ type resourcePlan struct {
 	runID                 string
 }
 
-// droppedSpans describes spans left out because no project could be found.
-type droppedSpans struct {
-	count    int
-	missing  string
-	service  string
-	instance string
-}
-
 // runIDProblem describes a resource whose spans could not be linked to a run.
 type runIDProblem struct {
 	spans   int
@@ -56,10 +47,10 @@ type runIDProblem struct {
 	service string
 }
 
-// plan decides where the spans of rs go and what changes on the way. It
-// returns false when the resource has no entity or project: its spans are
-// recorded in b.dropped.
-func (r *router) plan(b *batch, rs ptrace.ResourceSpans) (resourcePlan, bool) {
+// plan decides where the spans of rs, the i-th resource, go and what
+// changes on the way. It returns false when the resource has no entity or
+// project: it is recorded in b.unroutable.
+func (r *router) plan(b *batch, i int, rs ptrace.ResourceSpans) (resourcePlan, bool) {
 	attrs := rs.Resource().Attributes()
 	var p resourcePlan
 	entity, hasEntity := attrString(attrs.Get(attrEntity))
@@ -72,18 +63,8 @@ func (r *router) plan(b *batch, rs ptrace.ResourceSpans) (resourcePlan, bool) {
 	}
 	if entity == "" || project == "" {
 		b.unchanged = false
-		if n := spanCount(rs); n > 0 {
-			var missing []string
-			if entity == "" {
-				missing = append(missing, attrEntity)
-			}
-			if project == "" {
-				missing = append(missing, attrProject)
-			}
-			b.dropped.count += n
-			b.dropped.missing = strings.Join(missing, " and ")
-			b.dropped.service, _ = attrString(attrs.Get(attrService))
-			b.dropped.instance, _ = attrString(attrs.Get(attrInstance))
+		if spanCount(rs) > 0 {
+			b.unroutable = append(b.unroutable, int32(i))
 		}
 		return p, false
 	}

@@ -5,7 +5,6 @@ package weaveexporter
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,9 +15,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/weaveexporter/internal/metadatatest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lettertest"
 )
 
-func TestExportSplitsByProjectAndDropsSpansWithoutOne(t *testing.T) {
+func TestExportSplitsByProjectAndDeadLettersSpansWithoutOne(t *testing.T) {
 	f := newFakeWeave(t, AuthModeHeader, nil)
 	h := newHarness(t)
 	cfg := testConfig(f)
@@ -61,17 +61,18 @@ func TestExportSplitsByProjectAndDropsSpansWithoutOne(t *testing.T) {
 
 	assert.Equal(t, before, encoded(t, td), "the incoming batch must not change")
 
-	assert.Equal(t, int64(4), h.counter(t, metricDropped, attribute.String("reason", "missing_project")))
+	lines, n := f.deadLetters(t)
+	require.Len(t, lines, 1)
+	assert.Equal(t, 4, n)
+	assert.Equal(t, names("d", 4), letterSpans(lines))
+	assert.Equal(t, "unroutable", lettertest.Reason(lines[0]))
+	assert.Contains(t, lettertest.Error(lines[0]), "Set WANDB_ENTITY and WANDB_PROJECT in the training job")
+	assert.Equal(t, "run7-rank3", lines[0].ResourceSpans().At(0).Resource().Attributes().AsRaw()["service.instance.id"], "as it came")
 	warns := h.logged(zapcore.WarnLevel)
 	require.Len(t, warns, 1)
-	assert.Contains(t, warns[0].Message, "Set WANDB_ENTITY and WANDB_PROJECT in the training job")
-	assert.Contains(t, warns[0].Message, "or set entity and project in the weave exporter")
-	fields := warns[0].ContextMap()
-	assert.Equal(t, int64(4), fields["dropped_spans"])
-	assert.Equal(t, "wandb.project", fields["missing"])
-	assert.Equal(t, "run7-rank3", fields["example_service.instance.id"])
-	metadatatest.AssertEqualExporterWeaveSpansDropped(t, h.tel, []metricdata.DataPoint[int64]{
-		{Value: 4, Attributes: attribute.NewSet(attribute.String("reason", "missing_project"))},
+	assert.Contains(t, warns[0].Message, "written to the run's dead-letter file")
+	metadatatest.AssertEqualExporterWeaveDeadLetters(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 4, Attributes: attribute.NewSet(attribute.String("exporter", "weave"), attribute.String("reason", "unroutable"))},
 	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 }
 
@@ -136,33 +137,4 @@ func TestRunLinking(t *testing.T) {
 		assert.Equal(t, int64(0), h.counter(t, metricLinked))
 		assert.Empty(t, h.logged(zapcore.WarnLevel))
 	})
-}
-
-func TestMissingProjectWarningIsRateLimited(t *testing.T) {
-	f := newFakeWeave(t, AuthModeHeader, nil)
-	h := newHarness(t)
-	e := h.startExporter(t, testConfig(f))
-	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	e.now = func() time.Time { return now }
-	push := func() {
-		b := newTraceBuilder()
-		b.resource(map[string]any{"service.name": "megatron"}, "x", 2)
-		b.resource(project("acme", "llm"), "ok", 1)
-		require.NoError(t, e.pushTraces(t.Context(), readOnly(b.td)))
-	}
-
-	push()
-	now = now.Add(10 * time.Second)
-	push()
-	push()
-	now = now.Add(time.Minute)
-	push()
-
-	warns := h.logged(zapcore.WarnLevel)
-	require.Len(t, warns, 2)
-	assert.Equal(t, int64(2), warns[0].ContextMap()["dropped_spans"])
-	assert.Equal(t, int64(6), warns[1].ContextMap()["dropped_spans"], "the spans dropped while the warning was held back")
-	assert.Equal(t, "wandb.entity and wandb.project", warns[1].ContextMap()["missing"])
-	assert.Equal(t, int64(8), h.counter(t, metricDropped, attribute.String("reason", "missing_project")))
-	assert.Len(t, f.accepted(), 4)
 }

@@ -47,6 +47,9 @@ const (
 	RetryWindow
 	// PartialSuccess is a 2xx answer that rejected items.
 	PartialSuccess
+	// Unroutable is an item the exporter cannot tell where to send (Weave:
+	// no W&B entity or project).
+	Unroutable
 	// NumReasons is the number of reasons.
 	NumReasons
 )
@@ -57,6 +60,8 @@ func (r Reason) String() string {
 		return "retry_window"
 	case PartialSuccess:
 		return "partial_success"
+	case Unroutable:
+		return "unroutable"
 	default:
 		return "refused"
 	}

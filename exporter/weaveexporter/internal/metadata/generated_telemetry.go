@@ -26,8 +26,8 @@ type TelemetryBuilder struct {
 	meter                         metric.Meter
 	mu                            sync.Mutex
 	registrations                 []metric.Registration
+	ExporterWeaveDeadLetters      metric.Int64Counter
 	ExporterWeaveRequestsTooLarge metric.Int64Counter
-	ExporterWeaveSpansDropped     metric.Int64Counter
 	ExporterWeaveSpansRejected    metric.Int64Counter
 	ExporterWeaveSpansRenamed     metric.Int64Counter
 	ExporterWeaveSpansRunLinked   metric.Int64Counter
@@ -62,21 +62,21 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ExporterWeaveDeadLetters, err = builder.meter.Int64Counter(
+		"otelcol_exporter_weave_dead_letters",
+		metric.WithDescription("Spans written to a dead-letter file instead of Weave, by reason. refused is a permanent refusal (400, 401, 403, 404, another 4xx or 5xx Weave does not ask to retry, a span too large on its own); partial_success a request Weave took but rejected spans of (the whole request); retry_window a request still failing when retry_on_failure::max_elapsed_time ran out; unroutable a span whose resource has no wandb.entity or wandb.project while the exporter has no entity/project default (Weave would discard it silently). Each letter is logged at WARN (once a minute per run and reason). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterWeaveRequestsTooLarge, err = builder.meter.Int64Counter(
 		"otelcol_exporter_weave_requests_too_large",
 		metric.WithDescription("Requests Weave (or a proxy in front of it) refused with HTTP 413; each is split in half and sent again. [Alpha]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.ExporterWeaveSpansDropped, err = builder.meter.Int64Counter(
-		"otelcol_exporter_weave_spans_dropped",
-		metric.WithDescription("Spans not sent to Weave, by reason. missing_project means the span's resource has no wandb.entity or wandb.project and the exporter has no entity/project default (Weave would have discarded it silently); too_large means Weave refused a request holding only that span with HTTP 413. [Alpha]"),
-		metric.WithUnit("{span}"),
-	)
-	errs = errors.Join(errs, err)
 	builder.ExporterWeaveSpansRejected, err = builder.meter.Int64Counter(
 		"otelcol_exporter_weave_spans_rejected",
-		metric.WithDescription("Spans Weave accepted the request for but reported as rejected in an OTLP partial_success response. They are not retried. [Alpha]"),
+		metric.WithDescription("Spans Weave accepted the request for but reported as rejected in an OTLP partial_success response. The whole request is dead-lettered (partial_success), since OTLP says how many, not which. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -21,6 +21,22 @@ func NewSettings(tt *componenttest.Telemetry) exporter.Settings {
 	return set
 }
 
+func AssertEqualExporterWeaveDeadLetters(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_weave_dead_letters",
+		Description: "Spans written to a dead-letter file instead of Weave, by reason. refused is a permanent refusal (400, 401, 403, 404, another 4xx or 5xx Weave does not ask to retry, a span too large on its own); partial_success a request Weave took but rejected spans of (the whole request); retry_window a request still failing when retry_on_failure::max_elapsed_time ran out; unroutable a span whose resource has no wandb.entity or wandb.project while the exporter has no entity/project default (Weave would discard it silently). Each letter is logged at WARN (once a minute per run and reason). [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_weave_dead_letters")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterWeaveRequestsTooLarge(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_weave_requests_too_large",
@@ -37,26 +53,10 @@ func AssertEqualExporterWeaveRequestsTooLarge(t *testing.T, tt *componenttest.Te
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
-func AssertEqualExporterWeaveSpansDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
-	want := metricdata.Metrics{
-		Name:        "otelcol_exporter_weave_spans_dropped",
-		Description: "Spans not sent to Weave, by reason. missing_project means the span's resource has no wandb.entity or wandb.project and the exporter has no entity/project default (Weave would have discarded it silently); too_large means Weave refused a request holding only that span with HTTP 413. [Alpha]",
-		Unit:        "{span}",
-		Data: metricdata.Sum[int64]{
-			Temporality: metricdata.CumulativeTemporality,
-			IsMonotonic: true,
-			DataPoints:  dps,
-		},
-	}
-	got, err := tt.GetMetric("otelcol_exporter_weave_spans_dropped")
-	require.NoError(t, err)
-	metricdatatest.AssertEqual(t, want, got, opts...)
-}
-
 func AssertEqualExporterWeaveSpansRejected(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_weave_spans_rejected",
-		Description: "Spans Weave accepted the request for but reported as rejected in an OTLP partial_success response. They are not retried. [Alpha]",
+		Description: "Spans Weave accepted the request for but reported as rejected in an OTLP partial_success response. The whole request is dead-lettered (partial_success), since OTLP says how many, not which. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -19,15 +19,15 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.ExporterWeaveDeadLetters.Add(context.Background(), 1)
 	tb.ExporterWeaveRequestsTooLarge.Add(context.Background(), 1)
-	tb.ExporterWeaveSpansDropped.Add(context.Background(), 1)
 	tb.ExporterWeaveSpansRejected.Add(context.Background(), 1)
 	tb.ExporterWeaveSpansRenamed.Add(context.Background(), 1)
 	tb.ExporterWeaveSpansRunLinked.Add(context.Background(), 1)
-	AssertEqualExporterWeaveRequestsTooLarge(t, testTel,
+	AssertEqualExporterWeaveDeadLetters(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualExporterWeaveSpansDropped(t, testTel,
+	AssertEqualExporterWeaveRequestsTooLarge(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterWeaveSpansRejected(t, testTel,
