@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -229,16 +230,7 @@ func (e errWrongPrefix) Error() string {
 // collector acknowledged meanwhile arrives from the persistent queue.
 func TestS3ArchiveOverlay(t *testing.T) {
 	s3 := startS3(t)
-	env := testEnv(t)
-	env["NEMO_S3_BUCKET"] = s3Bucket
-	env["NEMO_S3_ENDPOINT"] = s3.endpoint()
-	env["NEMO_S3_FORCE_PATH_STYLE"] = "true"
-	env["NEMO_S3_FLUSH_INTERVAL"] = "1s"
-	env["AWS_ACCESS_KEY_ID"] = s3Access
-	env["AWS_SECRET_ACCESS_KEY"] = s3Secret
-	// Nothing but the environment's keys: no instance-metadata lookups.
-	env["AWS_EC2_METADATA_DISABLED"] = "true"
-	overlay := "--config=" + filepath.Join(testcollector.RepoRoot(t), "configs", "overlays", "s3-archive.yaml")
+	env, overlay := s3ArchiveEnv(t, s3)
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env, Args: []string{overlay}})
 
 	sentA := runJob(t, mixedJob(c, "run-s3-a", 2, 3))
@@ -259,4 +251,120 @@ func TestS3ArchiveOverlay(t *testing.T) {
 	if len(got) != 2 || got["run-s3-a"] != sentA || got["run-s3-b"] != sentB {
 		t.Errorf("bucket holds %v; acknowledged run-s3-a %s, run-s3-b %s", got, describe(sentA), describe(sentB))
 	}
+}
+
+// s3ArchiveEnv is the s3-archive overlay's environment for s3, and the
+// overlay's --config argument.
+func s3ArchiveEnv(t *testing.T, s3 *s3Server) (map[string]string, string) {
+	env := testEnv(t)
+	env["NEMO_S3_BUCKET"] = s3Bucket
+	env["NEMO_S3_ENDPOINT"] = s3.endpoint()
+	env["NEMO_S3_FORCE_PATH_STYLE"] = "true"
+	env["NEMO_S3_FLUSH_INTERVAL"] = "1s"
+	env["AWS_ACCESS_KEY_ID"] = s3Access
+	env["AWS_SECRET_ACCESS_KEY"] = s3Secret
+	// Nothing but the environment's keys: no instance-metadata lookups.
+	env["AWS_EC2_METADATA_DISABLED"] = "true"
+	return env, "--config=" + filepath.Join(testcollector.RepoRoot(t), "configs", "overlays", "s3-archive.yaml")
+}
+
+// s3Letters counts the items of a run's nemo_awss3/archive dead letters,
+// each line decoded as the otlpjsonfile receiver does, and their reasons.
+func s3Letters(t *testing.T, dir, run string) (lensemu.Result, map[string]int) {
+	t.Helper()
+	var res lensemu.Result
+	reasons := map[string]int{}
+	for _, signal := range []string{"traces", "metrics", "logs"} {
+		raw, err := os.ReadFile(filepath.Join(dir, run, "dead-letters", "nemo_awss3_archive", signal+".jsonl"))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range bytes.Lines(raw) {
+			var resources []pcommonResource
+			switch signal {
+			case "traces":
+				td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(line)
+				if err != nil {
+					t.Fatalf("%s: %v", signal, err)
+				}
+				res.Spans += int64(td.SpanCount())
+				for _, rs := range td.ResourceSpans().All() {
+					resources = append(resources, rs)
+				}
+			case "metrics":
+				md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(line)
+				if err != nil {
+					t.Fatalf("%s: %v", signal, err)
+				}
+				res.DataPoints += int64(md.DataPointCount())
+				for _, rm := range md.ResourceMetrics().All() {
+					resources = append(resources, rm)
+				}
+			case "logs":
+				ld, err := (&plog.JSONUnmarshaler{}).UnmarshalLogs(line)
+				if err != nil {
+					t.Fatalf("%s: %v", signal, err)
+				}
+				res.LogRecords += int64(ld.LogRecordCount())
+				for _, rl := range ld.ResourceLogs().All() {
+					resources = append(resources, rl)
+				}
+			}
+			for _, r := range resources {
+				v, _ := r.Resource().Attributes().Get("nemo.dead_letter.reason")
+				reasons[v.Str()]++
+			}
+		}
+	}
+	return res, reasons
+}
+
+// pcommonResource is a ResourceSpans, ResourceMetrics or ResourceLogs.
+type pcommonResource interface{ Resource() pcommon.Resource }
+
+// TestS3ArchiveBucketMissingIsDeadLettered: the bucket does not exist
+// (NoSuchBucket, a 404 no retry changes) while a run is archived. Every
+// acknowledged item of it is in the run's dead-letter file, reason
+// refused, at once rather than after the retry window; once the bucket
+// exists, configs/replay.yaml sends the letters to the collector's OTLP
+// endpoint and its archive puts every one in the bucket. The stock awss3
+// exporter retried for 30 minutes and then dropped them.
+func TestS3ArchiveBucketMissingIsDeadLettered(t *testing.T) {
+	s3 := startS3(t)
+	bucket := filepath.Join(s3.dir, s3Bucket)
+	if err := os.Remove(bucket); err != nil {
+		t.Fatal(err)
+	}
+	env, overlay := s3ArchiveEnv(t, s3)
+	// Every rank archived, also when replayed through the same pipelines.
+	env["NEMO_RANK_STRATEGY"] = "all_ranks"
+	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env, Args: []string{overlay}})
+
+	sent := runJob(t, mixedJob(c, "run-s3-c", 2, 3))
+	var lettered lensemu.Result
+	var reasons map[string]int
+	waitFor(t, deliveryTimeout, "every acknowledged item of run-s3-c in its dead-letter file", func() bool {
+		lettered, reasons = s3Letters(t, env["NEMO_TELEMETRY_DIR"], "run-s3-c")
+		return lettered == sent
+	})
+	t.Logf("bucket missing: acknowledged %s, dead-lettered %s %v", describe(sent), describe(lettered), reasons)
+	if len(reasons) != 1 || reasons["refused"] == 0 {
+		t.Fatalf("letters' reasons %v: want refused (NoSuchBucket) only", reasons)
+	}
+
+	if err := os.Mkdir(bucket, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	renv := testEnv(t)
+	renv["NEMO_TELEMETRY_DIR"] = env["NEMO_TELEMETRY_DIR"]
+	renv["NEMO_REPLAY_FROM"] = "nemo_awss3_archive"
+	renv["OTLP_BACKEND_ENDPOINT"] = "http://" + c.HTTPEndpoint()
+	renv["OTLP_BACKEND_PROTOCOL"] = "http/protobuf"
+	replay := testcollector.Start(t, testcollector.Config(t, "replay.yaml"), testcollector.Options{Env: renv})
+	waitFor(t, deliveryTimeout, "run-s3-c in the bucket after the replay", func() bool { return s3.objects(t)["run-s3-c"] == sent })
+	replay.Stop()
+	c.Stop()
 }

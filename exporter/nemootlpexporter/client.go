@@ -32,6 +32,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
 // maxResponseBytes bounds what is read of an OTLP/HTTP answer.
@@ -42,7 +44,7 @@ const maxResponseBytes = 64 << 10
 // (consumererror.IsPermanent), a throttle (exporterhelper.NewThrottleRetry)
 // or retryable.
 type client[T any] struct {
-	send  func(ctx context.Context, d T) (partial, error)
+	send  func(ctx context.Context, d T) (deadletter.Partial, error)
 	close func() error
 }
 
@@ -64,7 +66,7 @@ func newGRPCClient[T any, E component.Component](ctx context.Context, host compo
 	}
 	wait := grpc.WaitForReady(c.GRPC.WaitForReady)
 	return client[T]{
-		send: func(ctx context.Context, d T) (partial, error) {
+		send: func(ctx context.Context, d T) (deadletter.Partial, error) {
 			p, err := sig.export(metadata.NewOutgoingContext(ctx, md), conn, d, wait)
 			return p, grpcError(err)
 		},
@@ -118,36 +120,36 @@ func newHTTPClient[T any, E component.Component](ctx context.Context, host compo
 		contentType = "application/json"
 	}
 	return client[T]{
-		send: func(ctx context.Context, d T) (partial, error) {
+		send: func(ctx context.Context, d T) (deadletter.Partial, error) {
 			body, err := sig.request(d, json)
 			if err != nil {
-				return partial{}, consumererror.NewPermanent(err)
+				return deadletter.Partial{}, consumererror.NewPermanent(err)
 			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 			if err != nil {
-				return partial{}, consumererror.NewPermanent(err)
+				return deadletter.Partial{}, consumererror.NewPermanent(err)
 			}
 			req.Header.Set("Content-Type", contentType)
 			req.Header.Set("User-Agent", userAgent)
 			resp, err := hc.Do(req)
 			if err != nil {
-				return partial{}, fmt.Errorf("POST %s: %w", url, err)
+				return deadletter.Partial{}, fmt.Errorf("POST %s: %w", url, err)
 			}
 			defer resp.Body.Close()
 			answer, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 			if resp.StatusCode < 200 || resp.StatusCode > 299 {
-				return partial{}, httpError(url, resp, answer)
+				return deadletter.Partial{}, httpError(url, resp, answer)
 			}
 			if readErr != nil {
 				// The backend said 2xx: the request was taken; its partial
 				// success, if any, cannot be read.
-				return partial{}, nil
+				return deadletter.Partial{}, nil
 			}
 			p, err := sig.response(answer, strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"))
 			if err != nil {
 				// A 2xx answer that is not an OTLP response (some proxies
 				// answer 200 with a page): taken, as the stock exporter does.
-				return partial{}, nil
+				return deadletter.Partial{}, nil
 			}
 			return p, nil
 		},

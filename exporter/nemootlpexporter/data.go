@@ -20,13 +20,6 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
-// partial is the partial-success part of an OTLP export response: how many
-// items the backend rejected, and why.
-type partial struct {
-	rejected int64
-	message  string
-}
-
 // signal is what nemo_otlp needs of one signal: its resources (to split
 // dead letters by run), its OTLP request and response encodings, its
 // gRPC call, and making its exporterhelper exporter.
@@ -37,9 +30,9 @@ type signal[T any, E component.Component] struct {
 	// request encodes data as an OTLP export request (proto or JSON).
 	request func(d T, json bool) ([]byte, error)
 	// response decodes an OTLP/HTTP response body (empty: no partial success).
-	response func(body []byte, json bool) (partial, error)
+	response func(body []byte, json bool) (deadletter.Partial, error)
 	// export makes the gRPC call.
-	export      func(ctx context.Context, conn *grpc.ClientConn, d T, opts ...grpc.CallOption) (partial, error)
+	export      func(ctx context.Context, conn *grpc.ClientConn, d T, opts ...grpc.CallOption) (deadletter.Partial, error)
 	endpoint    func(*HTTPConfig) string
 	newExporter func(context.Context, exporter.Settings, component.Config, func(context.Context, T) error, ...exporterhelper.Option) (E, error)
 }
@@ -76,17 +69,17 @@ var traces = signal[ptrace.Traces, exporter.Traces]{
 	request: func(d ptrace.Traces, json bool) ([]byte, error) {
 		return encode(ptraceotlp.NewExportRequestFromTraces(d), json)
 	},
-	response: func(body []byte, json bool) (partial, error) {
+	response: func(body []byte, json bool) (deadletter.Partial, error) {
 		r := ptraceotlp.NewExportResponse()
 		err := decode(&r, body, json)
-		return partial{r.PartialSuccess().RejectedSpans(), r.PartialSuccess().ErrorMessage()}, err
+		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedSpans(), Message: r.PartialSuccess().ErrorMessage()}, err
 	},
-	export: func(ctx context.Context, conn *grpc.ClientConn, d ptrace.Traces, opts ...grpc.CallOption) (partial, error) {
+	export: func(ctx context.Context, conn *grpc.ClientConn, d ptrace.Traces, opts ...grpc.CallOption) (deadletter.Partial, error) {
 		r, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, ptraceotlp.NewExportRequestFromTraces(d), opts...)
 		if err != nil {
-			return partial{}, err
+			return deadletter.Partial{}, err
 		}
-		return partial{r.PartialSuccess().RejectedSpans(), r.PartialSuccess().ErrorMessage()}, nil
+		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedSpans(), Message: r.PartialSuccess().ErrorMessage()}, nil
 	},
 	endpoint: func(c *HTTPConfig) string { return c.TracesEndpoint },
 	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, ptrace.Traces) error, opts ...exporterhelper.Option) (exporter.Traces, error) {
@@ -99,17 +92,17 @@ var metrics = signal[pmetric.Metrics, exporter.Metrics]{
 	request: func(d pmetric.Metrics, json bool) ([]byte, error) {
 		return encode(pmetricotlp.NewExportRequestFromMetrics(d), json)
 	},
-	response: func(body []byte, json bool) (partial, error) {
+	response: func(body []byte, json bool) (deadletter.Partial, error) {
 		r := pmetricotlp.NewExportResponse()
 		err := decode(&r, body, json)
-		return partial{r.PartialSuccess().RejectedDataPoints(), r.PartialSuccess().ErrorMessage()}, err
+		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedDataPoints(), Message: r.PartialSuccess().ErrorMessage()}, err
 	},
-	export: func(ctx context.Context, conn *grpc.ClientConn, d pmetric.Metrics, opts ...grpc.CallOption) (partial, error) {
+	export: func(ctx context.Context, conn *grpc.ClientConn, d pmetric.Metrics, opts ...grpc.CallOption) (deadletter.Partial, error) {
 		r, err := pmetricotlp.NewGRPCClient(conn).Export(ctx, pmetricotlp.NewExportRequestFromMetrics(d), opts...)
 		if err != nil {
-			return partial{}, err
+			return deadletter.Partial{}, err
 		}
-		return partial{r.PartialSuccess().RejectedDataPoints(), r.PartialSuccess().ErrorMessage()}, nil
+		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedDataPoints(), Message: r.PartialSuccess().ErrorMessage()}, nil
 	},
 	endpoint: func(c *HTTPConfig) string { return c.MetricsEndpoint },
 	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, pmetric.Metrics) error, opts ...exporterhelper.Option) (exporter.Metrics, error) {
@@ -122,17 +115,17 @@ var logs = signal[plog.Logs, exporter.Logs]{
 	request: func(d plog.Logs, json bool) ([]byte, error) {
 		return encode(plogotlp.NewExportRequestFromLogs(d), json)
 	},
-	response: func(body []byte, json bool) (partial, error) {
+	response: func(body []byte, json bool) (deadletter.Partial, error) {
 		r := plogotlp.NewExportResponse()
 		err := decode(&r, body, json)
-		return partial{r.PartialSuccess().RejectedLogRecords(), r.PartialSuccess().ErrorMessage()}, err
+		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedLogRecords(), Message: r.PartialSuccess().ErrorMessage()}, err
 	},
-	export: func(ctx context.Context, conn *grpc.ClientConn, d plog.Logs, opts ...grpc.CallOption) (partial, error) {
+	export: func(ctx context.Context, conn *grpc.ClientConn, d plog.Logs, opts ...grpc.CallOption) (deadletter.Partial, error) {
 		r, err := plogotlp.NewGRPCClient(conn).Export(ctx, plogotlp.NewExportRequestFromLogs(d), opts...)
 		if err != nil {
-			return partial{}, err
+			return deadletter.Partial{}, err
 		}
-		return partial{r.PartialSuccess().RejectedLogRecords(), r.PartialSuccess().ErrorMessage()}, nil
+		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedLogRecords(), Message: r.PartialSuccess().ErrorMessage()}, nil
 	},
 	endpoint: func(c *HTTPConfig) string { return c.LogsEndpoint },
 	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, plog.Logs) error, opts ...exporterhelper.Option) (exporter.Logs, error) {

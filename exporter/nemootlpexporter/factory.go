@@ -18,13 +18,9 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/nemootlpexporter/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
-	"github.com/nemo-lens/otelcol-nemo/internal/ratelog"
 )
 
 // NewFactory returns the factory of the nemo_otlp exporter.
@@ -71,48 +67,33 @@ func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config
 	return create(ctx, set, cfg.(*Config), logs)
 }
 
-// The pdata types nemo_otlp's deliverer keys its retried requests by.
-var (
-	_ = map[ptrace.Traces]struct{}{}
-	_ = map[pmetric.Metrics]struct{}{}
-	_ = map[plog.Logs]struct{}{}
-)
-
 func create[T comparable, E component.Component](ctx context.Context, set exporter.Settings, c *Config, sig signal[T, E]) (E, error) {
 	var none E
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return none, err
 	}
-	x := &deliverer[T, E]{
-		sig:     sig,
-		letters: deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterNemoOtlpDeadLetters, set.ID.String())),
-		window:  deadletter.NewWindow[T](c.RetryConfig.MaxElapsedTime),
-		retry:   c.RetryConfig.Enabled,
-		logger:  set.Logger,
-		warn:    ratelog.Limiter[struct{}]{Every: time.Minute},
-	}
+	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterNemoOtlpDeadLetters, set.ID.String()))
+	x := deadletter.NewDeliverer(sig.letter, letters, c.RetryConfig, set.Logger)
+	var cl client[T]
 	userAgent := fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH)
-	// The deliverer ends a request's retries itself (see deliverer): the
-	// retry sender retries until then.
-	retry := c.RetryConfig
-	retry.MaxElapsedTime = 0
-	return sig.newExporter(ctx, set, c, x.push,
+	return sig.newExporter(ctx, set, c, x.Push,
 		exporterhelper.WithQueue(c.QueueConfig),
-		exporterhelper.WithRetry(retry),
+		exporterhelper.WithRetry(deadletter.RetrySender(c.RetryConfig)),
 		exporterhelper.WithTimeout(c.TimeoutConfig),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		exporterhelper.WithStart(func(ctx context.Context, host component.Host) error {
-			cl, err := newClient(ctx, host, set.TelemetrySettings, c, sig, userAgent)
-			x.client = cl
+			var err error
+			cl, err = newClient(ctx, host, set.TelemetrySettings, c, sig, userAgent)
+			x.Send = cl.send
 			return err
 		}),
 		exporterhelper.WithShutdown(func(context.Context) error {
 			tb.Shutdown()
-			if x.client.close == nil {
+			if cl.close == nil {
 				return nil
 			}
-			return x.client.close()
+			return cl.close()
 		}),
 	)
 }
