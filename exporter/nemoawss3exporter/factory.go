@@ -134,7 +134,7 @@ func create[T comparable, E component.Component](ctx context.Context, set export
 	x.Send = func(ctx context.Context, d T) (deadletter.Partial, error) {
 		return deadletter.Partial{}, refusal(sig.consume(s3, ctx, d))
 	}
-	return sig.newExporter(ctx, set, c, x.Push,
+	return sig.newExporter(ctx, deadletter.QueueSettings(set, tb.ExporterNemoAwss3QueueItemsLost), c, x.Push,
 		exporterhelper.WithQueue(c.stock.QueueSettings),
 		exporterhelper.WithRetry(deadletter.RetrySender(c.stock.BackOffConfig)),
 		exporterhelper.WithTimeout(c.stock.TimeoutSettings),

@@ -77,7 +77,7 @@ func create[T comparable, E component.Component](ctx context.Context, set export
 	x := deadletter.NewDeliverer(sig.letter, letters, c.RetryConfig, set.Logger)
 	var cl client[T]
 	userAgent := fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH)
-	return sig.newExporter(ctx, set, c, x.Push,
+	return sig.newExporter(ctx, deadletter.QueueSettings(set, tb.ExporterNemoOtlpQueueItemsLost), c, x.Push,
 		exporterhelper.WithQueue(c.QueueConfig),
 		exporterhelper.WithRetry(deadletter.RetrySender(c.RetryConfig)),
 		exporterhelper.WithTimeout(c.TimeoutConfig),

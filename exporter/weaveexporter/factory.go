@@ -59,7 +59,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	// retry sender retries until then.
 	retry := c.RetryConfig
 	retry.MaxElapsedTime = 0
-	return exporterhelper.NewTraces(ctx, set, cfg, e.pushTraces,
+	return exporterhelper.NewTraces(ctx, deadletter.QueueSettings(set, e.telemetry.ExporterWeaveQueueItemsLost), cfg, e.pushTraces,
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),

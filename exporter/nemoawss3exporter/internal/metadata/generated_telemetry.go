@@ -23,10 +23,11 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                        metric.Meter
-	mu                           sync.Mutex
-	registrations                []metric.Registration
-	ExporterNemoAwss3DeadLetters metric.Int64Counter
+	meter                           metric.Meter
+	mu                              sync.Mutex
+	registrations                   []metric.Registration
+	ExporterNemoAwss3DeadLetters    metric.Int64Counter
+	ExporterNemoAwss3QueueItemsLost metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -62,6 +63,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_nemo_awss3_dead_letters",
 		metric.WithDescription("Number of items (spans, data points, log records) written to a dead-letter file instead of the bucket: refused is an answer no retry changes (a 4xx such as AccessDenied or NoSuchBucket, an item that cannot be encoded), retry_window a request still failing when retry_on_failure::max_elapsed_time ran out. Each letter is logged at WARN (once a minute per run and reason). [Alpha]"),
 		metric.WithUnit("{items}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterNemoAwss3QueueItemsLost, err = builder.meter.Int64Counter(
+		"otelcol_exporter_nemo_awss3_queue_items_lost",
+		metric.WithDescription("Items of the persistent sending queue that could not be read (a damaged queue file, one written by an incompatible release, a storage read error) and that exporterhelper deleted: acknowledged and lost. Each is logged at ERROR. [Alpha]"),
+		metric.WithUnit("{requests}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -20,7 +20,11 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ExporterNemoAwss3DeadLetters.Add(context.Background(), 1)
+	tb.ExporterNemoAwss3QueueItemsLost.Add(context.Background(), 1)
 	AssertEqualExporterNemoAwss3DeadLetters(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterNemoAwss3QueueItemsLost(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

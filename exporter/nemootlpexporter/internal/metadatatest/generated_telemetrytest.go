@@ -36,3 +36,19 @@ func AssertEqualExporterNemoOtlpDeadLetters(t *testing.T, tt *componenttest.Tele
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualExporterNemoOtlpQueueItemsLost(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_nemo_otlp_queue_items_lost",
+		Description: "Items of the persistent sending queue that could not be read (a damaged queue file, one written by an incompatible release, a storage read error) and that exporterhelper deleted: acknowledged and lost. Each is logged at ERROR. [Alpha]",
+		Unit:        "{requests}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_nemo_otlp_queue_items_lost")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

@@ -20,7 +20,11 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ExporterNemoOtlpDeadLetters.Add(context.Background(), 1)
+	tb.ExporterNemoOtlpQueueItemsLost.Add(context.Background(), 1)
 	AssertEqualExporterNemoOtlpDeadLetters(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterNemoOtlpQueueItemsLost(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

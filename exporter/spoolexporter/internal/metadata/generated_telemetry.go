@@ -23,10 +23,11 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                    metric.Meter
-	mu                       sync.Mutex
-	registrations            []metric.Registration
-	ExporterSpoolDeadLetters metric.Int64Counter
+	meter                       metric.Meter
+	mu                          sync.Mutex
+	registrations               []metric.Registration
+	ExporterSpoolDeadLetters    metric.Int64Counter
+	ExporterSpoolQueueItemsLost metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -62,6 +63,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_spool_dead_letters",
 		metric.WithDescription("Number of items (spans, data points, log records) a gateway refused for good, written to the run's dead-letter file on this node instead; each letter is logged at WARN (once a minute per run and reason). [Alpha]"),
 		metric.WithUnit("{items}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterSpoolQueueItemsLost, err = builder.meter.Int64Counter(
+		"otelcol_exporter_spool_queue_items_lost",
+		metric.WithDescription("Items of the persistent sending queue that could not be read (a damaged queue file, one written by an incompatible release, a storage read error) and that exporterhelper deleted: acknowledged and lost. Each is logged at ERROR. [Alpha]"),
+		metric.WithUnit("{requests}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -20,7 +20,11 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ExporterSpoolDeadLetters.Add(context.Background(), 1)
+	tb.ExporterSpoolQueueItemsLost.Add(context.Background(), 1)
 	AssertEqualExporterSpoolDeadLetters(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterSpoolQueueItemsLost(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

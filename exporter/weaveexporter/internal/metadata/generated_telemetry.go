@@ -27,6 +27,7 @@ type TelemetryBuilder struct {
 	mu                            sync.Mutex
 	registrations                 []metric.Registration
 	ExporterWeaveDeadLetters      metric.Int64Counter
+	ExporterWeaveQueueItemsLost   metric.Int64Counter
 	ExporterWeaveRequestsTooLarge metric.Int64Counter
 	ExporterWeaveSpansRejected    metric.Int64Counter
 	ExporterWeaveSpansRenamed     metric.Int64Counter
@@ -66,6 +67,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_weave_dead_letters",
 		metric.WithDescription("Spans written to a dead-letter file instead of Weave, by reason. refused is a permanent refusal (400, 401, 403, 404, another 4xx or 5xx Weave does not ask to retry, a span too large on its own); partial_success a request Weave took but rejected spans of (the whole request); retry_window a request still failing when retry_on_failure::max_elapsed_time ran out; unroutable a span whose resource has no wandb.entity or wandb.project while the exporter has no entity/project default (Weave would discard it silently). Each letter is logged at WARN (once a minute per run and reason). [Alpha]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterWeaveQueueItemsLost, err = builder.meter.Int64Counter(
+		"otelcol_exporter_weave_queue_items_lost",
+		metric.WithDescription("Items of the persistent sending queue that could not be read (a damaged queue file, one written by an incompatible release, a storage read error) and that exporterhelper deleted: acknowledged and lost. Each is logged at ERROR. [Alpha]"),
+		metric.WithUnit("{requests}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterWeaveRequestsTooLarge, err = builder.meter.Int64Counter(

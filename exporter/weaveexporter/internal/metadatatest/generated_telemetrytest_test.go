@@ -20,11 +20,15 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ExporterWeaveDeadLetters.Add(context.Background(), 1)
+	tb.ExporterWeaveQueueItemsLost.Add(context.Background(), 1)
 	tb.ExporterWeaveRequestsTooLarge.Add(context.Background(), 1)
 	tb.ExporterWeaveSpansRejected.Add(context.Background(), 1)
 	tb.ExporterWeaveSpansRenamed.Add(context.Background(), 1)
 	tb.ExporterWeaveSpansRunLinked.Add(context.Background(), 1)
 	AssertEqualExporterWeaveDeadLetters(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterWeaveQueueItemsLost(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterWeaveRequestsTooLarge(t, testTel,
