@@ -31,7 +31,9 @@
 // exporter would fail at start with "no such file or directory", after
 // `validate` passed; and about a persistent queue in a file_storage
 // directory that no exporter of the config opens (renamed, removed, or a
-// spool with fewer slots): what it holds would never be sent.
+// spool with fewer slots): what it holds would never be sent; and about a
+// filter processor in a pipeline whose condition is always true: it drops,
+// after the answer, everything its pipelines carry.
 //
 // The collector's own config validation cannot see these: the values are
 // well-formed. A converter runs on every config the binary loads, presets,
@@ -105,6 +107,7 @@ func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 	}
 	errs = append(errs, undefinedJaeger(conf, exporters)...)
 	c.warnStrandedQueues(conf, exporters)
+	c.warnDropAll(conf)
 	return errors.Join(errs...)
 }
 

@@ -229,3 +229,31 @@ func TestNemoOTLPChecksTheClientItsProtocolPicks(t *testing.T) {
 		"http":     map[string]any{"endpoint": "http://backend:4318"},
 	}}}))
 }
+
+// TestDropAllFilterWarning: a filter processor in a pipeline whose
+// condition is always true (the otlp preset's switches, off) is named in a
+// warning with its counter; one with a real condition, or in no pipeline,
+// is not.
+func TestDropAllFilterWarning(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	c := converter{logger: zap.New(core), statDir: dirExists}
+	conf := confmap.NewFromStringMap(map[string]any{
+		"processors": map[string]any{
+			"filter/metrics_switch": map[string]any{"metrics": map[string]any{"metric": []any{"not  false"}}},
+			"filter/logs_switch":    map[string]any{"logs": map[string]any{"log_record": []any{"not true"}}},
+			"filter/health":         map[string]any{"traces": map[string]any{"span": []any{`name == "health"`}}},
+			"filter/unused":         map[string]any{"traces": map[string]any{"span": []any{"true"}}},
+		},
+		"service": map[string]any{"pipelines": map[string]any{
+			"metrics": map[string]any{"processors": []any{"filter/metrics_switch"}},
+			"logs":    map[string]any{"processors": []any{"filter/logs_switch"}},
+			"traces":  map[string]any{"processors": []any{"filter/health"}},
+		}},
+	})
+	require.NoError(t, c.Convert(t.Context(), conf), "it warns, it does not refuse")
+	all := logs.All()
+	require.Len(t, all, 1)
+	assert.Contains(t, all[0].Message, "drops every item of its pipelines")
+	assert.Equal(t, "filter/metrics_switch", all[0].ContextMap()["processor"])
+	assert.Equal(t, "otelcol_processor_filter_datapoints_filtered", all[0].ContextMap()["counted_in"])
+}
