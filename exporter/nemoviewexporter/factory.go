@@ -15,6 +15,7 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/nemoviewexporter/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 const (
@@ -22,11 +23,10 @@ const (
 	// A 1,000-rank run's last 500 steps take about 8 MiB (BENCHMARKS.md:
 	// 12 bytes per rank step and the maps); the defaults bound the view at
 	// 5 runs of 2,048 ranks, about 80 MiB.
-	defaultMaxRuns   = 5
-	defaultMaxSteps  = 500
-	defaultMaxRanks  = 2048
-	defaultThreshold = 0.7
-	defaultRefresh   = 2 * time.Second
+	defaultMaxRuns  = 5
+	defaultMaxSteps = 500
+	defaultMaxRanks = 2048
+	defaultRefresh  = 2 * time.Second
 	// defaultSaveInterval is how often the runs are saved with storage set.
 	defaultSaveInterval = time.Minute
 )
@@ -48,13 +48,14 @@ func createDefaultConfig() component.Config {
 	srv := confighttp.NewDefaultServerConfig()
 	srv.NetAddr.Endpoint = defaultEndpoint
 	return &Config{
-		ServerConfig:        srv,
-		Enabled:             true,
-		MaxRuns:             defaultMaxRuns,
-		MaxSteps:            defaultMaxSteps,
-		MaxRanks:            defaultMaxRanks,
-		RelativeThreshold:   defaultThreshold,
-		IndividualThreshold: defaultThreshold,
+		ServerConfig: srv,
+		Enabled:      true,
+		MaxRuns:      defaultMaxRuns,
+		MaxSteps:     defaultMaxSteps,
+		MaxRanks:     defaultMaxRanks,
+		// nemo_steps' and rank_strategy's defaults: one definition.
+		RelativeThreshold:   steps.DefaultRelativeThreshold,
+		IndividualThreshold: steps.DefaultIndividualThreshold,
 		RefreshInterval:     defaultRefresh,
 		SaveInterval:        defaultSaveInterval,
 		Hosts: HostsConfig{
