@@ -115,13 +115,14 @@ func newHTTPClient[T any, E component.Component](ctx context.Context, host compo
 		url = strings.TrimSuffix(c.HTTP.ClientConfig.Endpoint, "/") + "/v1/" + sig.letter.Name
 	}
 	json := c.Protocol == protocolHTTPJSON
-	contentType := "application/x-protobuf"
+	contentType, encode := "application/x-protobuf", sig.request
 	if json {
-		contentType = "application/json"
+		// A dead letter's encoding: both are OTLP JSON export requests.
+		contentType, encode = "application/json", sig.letter.JSON
 	}
 	return client[T]{
 		send: func(ctx context.Context, d T) (deadletter.Partial, error) {
-			body, err := sig.request(d, json)
+			body, err := encode(d)
 			if err != nil {
 				return deadletter.Partial{}, consumererror.NewPermanent(err)
 			}

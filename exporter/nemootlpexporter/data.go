@@ -27,8 +27,9 @@ type signal[T any, E component.Component] struct {
 	// letter is the signal's resources, name (traces, metrics, logs: the
 	// /v1/<name> path) and dead letter.
 	letter deadletter.Signal[T]
-	// request encodes data as an OTLP export request (proto or JSON).
-	request func(d T, json bool) ([]byte, error)
+	// request encodes data as an OTLP/HTTP protobuf export request (the
+	// JSON one is letter.JSON).
+	request func(d T) ([]byte, error)
 	// response decodes an OTLP/HTTP response body (empty: no partial success).
 	response func(body []byte, json bool) (deadletter.Partial, error)
 	// export makes the gRPC call.
@@ -53,21 +54,10 @@ func decode(resp unmarshaler, body []byte, json bool) error {
 	return resp.UnmarshalProto(body)
 }
 
-func encode(req interface {
-	MarshalProto() ([]byte, error)
-	MarshalJSON() ([]byte, error)
-}, json bool,
-) ([]byte, error) {
-	if json {
-		return req.MarshalJSON()
-	}
-	return req.MarshalProto()
-}
-
 var traces = signal[ptrace.Traces, exporter.Traces]{
 	letter: deadletter.Traces,
-	request: func(d ptrace.Traces, json bool) ([]byte, error) {
-		return encode(ptraceotlp.NewExportRequestFromTraces(d), json)
+	request: func(d ptrace.Traces) ([]byte, error) {
+		return ptraceotlp.NewExportRequestFromTraces(d).MarshalProto()
 	},
 	response: func(body []byte, json bool) (deadletter.Partial, error) {
 		r := ptraceotlp.NewExportResponse()
@@ -89,8 +79,8 @@ var traces = signal[ptrace.Traces, exporter.Traces]{
 
 var metrics = signal[pmetric.Metrics, exporter.Metrics]{
 	letter: deadletter.Metrics,
-	request: func(d pmetric.Metrics, json bool) ([]byte, error) {
-		return encode(pmetricotlp.NewExportRequestFromMetrics(d), json)
+	request: func(d pmetric.Metrics) ([]byte, error) {
+		return pmetricotlp.NewExportRequestFromMetrics(d).MarshalProto()
 	},
 	response: func(body []byte, json bool) (deadletter.Partial, error) {
 		r := pmetricotlp.NewExportResponse()
@@ -112,8 +102,8 @@ var metrics = signal[pmetric.Metrics, exporter.Metrics]{
 
 var logs = signal[plog.Logs, exporter.Logs]{
 	letter: deadletter.Logs,
-	request: func(d plog.Logs, json bool) ([]byte, error) {
-		return encode(plogotlp.NewExportRequestFromLogs(d), json)
+	request: func(d plog.Logs) ([]byte, error) {
+		return plogotlp.NewExportRequestFromLogs(d).MarshalProto()
 	},
 	response: func(body []byte, json bool) (deadletter.Partial, error) {
 		r := plogotlp.NewExportResponse()

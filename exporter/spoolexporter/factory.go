@@ -78,7 +78,7 @@ func create[T any, E component.Component](ctx context.Context, set exporter.Sett
 		return none, err
 	}
 	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterSpoolDeadLetters, set.ID.String()))
-	s := newSpool(c, balancer, sig.Signal, letters)
+	s := newSpool(c, balancer, sig.Signal, letters, tb.Shutdown)
 	for i := range c.Slots {
 		q, err := sig.newExporter(ctx, deadletter.QueueSettings(slotSettings(set, i), tb.ExporterSpoolQueueItemsLost), c, s.sent(sig.consume(balancer)), c.slotOptions()...)
 		if err != nil {

@@ -45,6 +45,8 @@ type spool[T any] struct {
 	balancer component.Component
 	slots    []slot[T]
 	drain    time.Duration
+	// stopTelemetry ends the spool's own metrics at shutdown.
+	stopTelemetry func()
 	// pending counts the items this spool took and has not sent yet (sent
 	// or refused for good), never below 0: what a stopping spool waits
 	// for. Items read back at start were taken by another process: their
@@ -53,8 +55,8 @@ type spool[T any] struct {
 	pending atomic.Int64
 }
 
-func newSpool[T any](c *Config, balancer component.Component, data deadletter.Signal[T], letters *deadletter.Writer) *spool[T] {
-	s := &spool[T]{data: data, letters: letters, balancer: balancer, drain: c.DrainTimeout}
+func newSpool[T any](c *Config, balancer component.Component, data deadletter.Signal[T], letters *deadletter.Writer, stopTelemetry func()) *spool[T] {
+	s := &spool[T]{data: data, letters: letters, balancer: balancer, drain: c.DrainTimeout, stopTelemetry: stopTelemetry}
 	if c.LoadBalancing.RoutingKey == "attributes" {
 		s.keys = c.LoadBalancing.RoutingAttributes
 	}
@@ -95,7 +97,9 @@ func (s *spool[T]) shutdown(ctx context.Context) error {
 	for _, sl := range s.slots {
 		errs = append(errs, sl.Shutdown(ctx))
 	}
-	return errors.Join(append(errs, s.balancer.Shutdown(ctx))...)
+	errs = append(errs, s.balancer.Shutdown(ctx))
+	s.stopTelemetry()
+	return errors.Join(errs...)
 }
 
 // consume writes each resource into its slot's queue and returns once every

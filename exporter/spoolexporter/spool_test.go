@@ -221,7 +221,7 @@ func TestARequestOfManyRunsIsSplitBySlot(t *testing.T) {
 // spoolOf is a spool with the config's slots, for slotOf.
 func spoolOf(t *testing.T, cfg *Config) *spool[ptrace.Traces] {
 	t.Helper()
-	s := newSpool(cfg, nil, traces.Signal, nil)
+	s := newSpool(cfg, nil, traces.Signal, nil, func() {})
 	s.slots = make([]slot[ptrace.Traces], cfg.Slots)
 	return s
 }
