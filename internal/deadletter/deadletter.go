@@ -9,7 +9,8 @@
 // reason. A letter is on disk, fsynced with its new directories, before the
 // caller lets its request leave the queue; a write that fails is an error,
 // so the request stays queued. The exporters that send over the network
-// (nemo_otlp, the agent's spool) share this one writer.
+// (nemo_otlp, weave, nemo_awss3, the agent's spool) share this one writer;
+// Deliverer and Window are the delivery around it.
 package deadletter // import "github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 
 import (
