@@ -243,17 +243,22 @@ func TestDropAllFilterWarning(t *testing.T) {
 			"filter/logs_switch":    map[string]any{"logs": map[string]any{"log_record": []any{"not true"}}},
 			"filter/health":         map[string]any{"traces": map[string]any{"span": []any{`name == "health"`}}},
 			"filter/unused":         map[string]any{"traces": map[string]any{"span": []any{"true"}}},
+			"filter/bare_true":      map[string]any{"logs": map[string]any{"log_record": []any{`severity_number < 9`, true}}},
 		},
 		"service": map[string]any{"pipelines": map[string]any{
 			"metrics": map[string]any{"processors": []any{"filter/metrics_switch"}},
-			"logs":    map[string]any{"processors": []any{"filter/logs_switch"}},
+			"logs":    map[string]any{"processors": []any{"filter/logs_switch", "filter/bare_true"}},
 			"traces":  map[string]any{"processors": []any{"filter/health"}},
 		}},
 	})
 	require.NoError(t, c.Convert(t.Context(), conf), "it warns, it does not refuse")
 	all := logs.All()
-	require.Len(t, all, 1)
-	assert.Contains(t, all[0].Message, "drops every item of its pipelines")
-	assert.Equal(t, "filter/metrics_switch", all[0].ContextMap()["processor"])
-	assert.Equal(t, "otelcol_processor_filter_datapoints_filtered", all[0].ContextMap()["counted_in"])
+	require.Len(t, all, 2)
+	for _, e := range all {
+		assert.Contains(t, e.Message, "drops every item of its pipelines")
+	}
+	assert.Equal(t, "filter/bare_true", all[0].ContextMap()["processor"])
+	assert.Equal(t, "otelcol_processor_filter_logs_filtered", all[0].ContextMap()["counted_in"])
+	assert.Equal(t, "filter/metrics_switch", all[1].ContextMap()["processor"])
+	assert.Equal(t, "otelcol_processor_filter_datapoints_filtered", all[1].ContextMap()["counted_in"])
 }

@@ -54,6 +54,9 @@ func (c converter) warnDropAll(conf *confmap.Conf) {
 }
 
 func alwaysTrue(condition any) bool {
+	if b, ok := condition.(bool); ok {
+		return b // YAML's unquoted true, a condition once decoded
+	}
 	s, _ := condition.(string)
 	s = strings.Join(strings.Fields(s), " ")
 	return s == "true" || s == "not false"
