@@ -166,41 +166,25 @@ func readObject(path, run string) (lensemu.Result, error) {
 	if err != nil {
 		return lensemu.Result{}, err
 	}
-	var res lensemu.Result
-	var runs []string
+	var signal string
 	switch name := filepath.Base(path); {
 	case strings.HasPrefix(name, "traces_"):
-		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(body)
-		if err != nil {
-			return res, err
-		}
-		res.Spans = int64(td.SpanCount())
-		for _, rs := range td.ResourceSpans().All() {
-			v, _ := rs.Resource().Attributes().Get("nemo.run.id")
-			runs = append(runs, v.AsString())
-		}
+		signal = "traces"
 	case strings.HasPrefix(name, "metrics_"):
-		md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(body)
-		if err != nil {
-			return res, err
-		}
-		res.DataPoints = int64(md.DataPointCount())
-		for _, rm := range md.ResourceMetrics().All() {
-			v, _ := rm.Resource().Attributes().Get("nemo.run.id")
-			runs = append(runs, v.AsString())
-		}
+		signal = "metrics"
 	case strings.HasPrefix(name, "logs_"):
-		ld, err := (&plog.JSONUnmarshaler{}).UnmarshalLogs(body)
-		if err != nil {
-			return res, err
-		}
-		res.LogRecords = int64(ld.LogRecordCount())
-		for _, rl := range ld.ResourceLogs().All() {
-			v, _ := rl.Resource().Attributes().Get("nemo.run.id")
-			runs = append(runs, v.AsString())
-		}
+		signal = "logs"
 	default:
-		return res, errUnknownObject
+		return lensemu.Result{}, errUnknownObject
+	}
+	res, resources, err := decodeOTLPJSON(signal, body)
+	if err != nil {
+		return res, err
+	}
+	var runs []string
+	for _, r := range resources {
+		v, _ := r.Resource().Attributes().Get("nemo.run.id")
+		runs = append(runs, v.AsString())
 	}
 	for _, r := range runs {
 		if r != run {
@@ -211,6 +195,43 @@ func readObject(path, run string) (lensemu.Result, error) {
 }
 
 var errUnknownObject = errString("not a traces_, metrics_ or logs_ object")
+
+// decodeOTLPJSON decodes one OTLP/JSON export request of signal (traces,
+// metrics, logs), as the otlpjsonfile receiver does, and counts its items.
+func decodeOTLPJSON(signal string, body []byte) (lensemu.Result, []pcommonResource, error) {
+	var res lensemu.Result
+	var resources []pcommonResource
+	switch signal {
+	case "traces":
+		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(body)
+		if err != nil {
+			return res, nil, err
+		}
+		res.Spans = int64(td.SpanCount())
+		for _, rs := range td.ResourceSpans().All() {
+			resources = append(resources, rs)
+		}
+	case "metrics":
+		md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(body)
+		if err != nil {
+			return res, nil, err
+		}
+		res.DataPoints = int64(md.DataPointCount())
+		for _, rm := range md.ResourceMetrics().All() {
+			resources = append(resources, rm)
+		}
+	case "logs":
+		ld, err := (&plog.JSONUnmarshaler{}).UnmarshalLogs(body)
+		if err != nil {
+			return res, nil, err
+		}
+		res.LogRecords = int64(ld.LogRecordCount())
+		for _, rl := range ld.ResourceLogs().All() {
+			resources = append(resources, rl)
+		}
+	}
+	return res, resources, nil
+}
 
 type errString string
 
@@ -283,36 +304,11 @@ func s3Letters(t *testing.T, dir, run string) (lensemu.Result, map[string]int) {
 			t.Fatal(err)
 		}
 		for line := range bytes.Lines(raw) {
-			var resources []pcommonResource
-			switch signal {
-			case "traces":
-				td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(line)
-				if err != nil {
-					t.Fatalf("%s: %v", signal, err)
-				}
-				res.Spans += int64(td.SpanCount())
-				for _, rs := range td.ResourceSpans().All() {
-					resources = append(resources, rs)
-				}
-			case "metrics":
-				md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(line)
-				if err != nil {
-					t.Fatalf("%s: %v", signal, err)
-				}
-				res.DataPoints += int64(md.DataPointCount())
-				for _, rm := range md.ResourceMetrics().All() {
-					resources = append(resources, rm)
-				}
-			case "logs":
-				ld, err := (&plog.JSONUnmarshaler{}).UnmarshalLogs(line)
-				if err != nil {
-					t.Fatalf("%s: %v", signal, err)
-				}
-				res.LogRecords += int64(ld.LogRecordCount())
-				for _, rl := range ld.ResourceLogs().All() {
-					resources = append(resources, rl)
-				}
+			items, resources, err := decodeOTLPJSON(signal, line)
+			if err != nil {
+				t.Fatalf("%s: %v", signal, err)
 			}
+			res = res.Add(items)
 			for _, r := range resources {
 				v, _ := r.Resource().Attributes().Get("nemo.dead_letter.reason")
 				reasons[v.Str()]++

@@ -51,13 +51,11 @@ func createDefaultConfig() component.Config {
 	return c
 }
 
-// signal is what nemo_awss3 needs of one signal: its letters, and making
-// and calling the stock exporter and exporterhelper's.
+// signal is what nemo_awss3 needs of one signal: its letters and
+// exporters (deadletter.Exporting), and making the stock exporter.
 type signal[T comparable, E component.Component] struct {
-	letter      deadletter.Signal[T]
-	stock       func(context.Context, exporter.Settings, component.Config) (E, error)
-	consume     func(E, context.Context, T) error
-	newExporter func(context.Context, exporter.Settings, component.Config, func(context.Context, T) error, ...exporterhelper.Option) (E, error)
+	deadletter.Exporting[T, E]
+	stock func(context.Context, exporter.Settings, component.Config) (E, error)
 }
 
 // statusCoder is an AWS SDK error that carries the HTTP status of S3's answer.
@@ -68,32 +66,11 @@ type statusCoder interface {
 
 var stock = awss3exporter.NewFactory()
 
-var traces = signal[ptrace.Traces, exporter.Traces]{
-	letter:  deadletter.Traces,
-	stock:   stock.CreateTraces,
-	consume: exporter.Traces.ConsumeTraces,
-	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, ptrace.Traces) error, opts ...exporterhelper.Option) (exporter.Traces, error) {
-		return exporterhelper.NewTraces(ctx, set, cfg, push, opts...)
-	},
-}
-
-var metrics = signal[pmetric.Metrics, exporter.Metrics]{
-	letter:  deadletter.Metrics,
-	stock:   stock.CreateMetrics,
-	consume: exporter.Metrics.ConsumeMetrics,
-	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, pmetric.Metrics) error, opts ...exporterhelper.Option) (exporter.Metrics, error) {
-		return exporterhelper.NewMetrics(ctx, set, cfg, push, opts...)
-	},
-}
-
-var logs = signal[plog.Logs, exporter.Logs]{
-	letter:  deadletter.Logs,
-	stock:   stock.CreateLogs,
-	consume: exporter.Logs.ConsumeLogs,
-	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, plog.Logs) error, opts ...exporterhelper.Option) (exporter.Logs, error) {
-		return exporterhelper.NewLogs(ctx, set, cfg, push, opts...)
-	},
-}
+var (
+	traces  = signal[ptrace.Traces, exporter.Traces]{deadletter.TracesExporting, stock.CreateTraces}
+	metrics = signal[pmetric.Metrics, exporter.Metrics]{deadletter.MetricsExporting, stock.CreateMetrics}
+	logs    = signal[plog.Logs, exporter.Logs]{deadletter.LogsExporting, stock.CreateLogs}
+)
 
 func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
 	return create(ctx, set, cfg.(*Config), traces)
@@ -130,11 +107,12 @@ func create[T comparable, E component.Component](ctx context.Context, set export
 		return none, err
 	}
 	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterNemoAwss3DeadLetters, set.ID.String()))
-	x := deadletter.NewDeliverer(sig.letter, letters, c.stock.BackOffConfig, set.Logger)
+	x := deadletter.NewDeliverer(sig.Signal, letters, c.stock.BackOffConfig, set.Logger)
+	consume := sig.Consume(s3)
 	x.Send = func(ctx context.Context, d T) (deadletter.Partial, error) {
-		return deadletter.Partial{}, refusal(sig.consume(s3, ctx, d))
+		return deadletter.Partial{}, refusal(consume(ctx, d))
 	}
-	return sig.newExporter(ctx, deadletter.QueueSettings(set, tb.ExporterNemoAwss3QueueItemsLost), c, x.Push,
+	return sig.NewExporter(ctx, deadletter.QueueSettings(set, tb.ExporterNemoAwss3QueueItemsLost), c, x.Push,
 		exporterhelper.WithQueue(c.stock.QueueSettings),
 		exporterhelper.WithRetry(deadletter.RetrySender(c.stock.BackOffConfig)),
 		exporterhelper.WithTimeout(c.stock.TimeoutSettings),

@@ -112,13 +112,13 @@ func newHTTPClient[T any, E component.Component](ctx context.Context, host compo
 	}
 	url := sig.endpoint(&c.HTTP)
 	if url == "" {
-		url = strings.TrimSuffix(c.HTTP.ClientConfig.Endpoint, "/") + "/v1/" + sig.letter.Name
+		url = strings.TrimSuffix(c.HTTP.ClientConfig.Endpoint, "/") + "/v1/" + sig.Name
 	}
 	json := c.Protocol == protocolHTTPJSON
 	contentType, encode := "application/x-protobuf", sig.request
 	if json {
 		// A dead letter's encoding: both are OTLP JSON export requests.
-		contentType, encode = "application/json", sig.letter.JSON
+		contentType, encode = "application/json", sig.JSON
 	}
 	return client[T]{
 		send: func(ctx context.Context, d T) (deadletter.Partial, error) {

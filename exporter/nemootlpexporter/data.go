@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -20,22 +19,19 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
-// signal is what nemo_otlp needs of one signal: its resources (to split
-// dead letters by run), its OTLP request and response encodings, its
-// gRPC call, and making its exporterhelper exporter.
+// signal is what nemo_otlp needs of one signal: its letters and
+// exporters (deadletter.Exporting), its OTLP request and response
+// encodings, its gRPC call and its per-signal URL.
 type signal[T any, E component.Component] struct {
-	// letter is the signal's resources, name (traces, metrics, logs: the
-	// /v1/<name> path) and dead letter.
-	letter deadletter.Signal[T]
+	deadletter.Exporting[T, E]
 	// request encodes data as an OTLP/HTTP protobuf export request (the
-	// JSON one is letter.JSON).
+	// JSON one is the letters' encoding, Exporting.JSON).
 	request func(d T) ([]byte, error)
 	// response decodes an OTLP/HTTP response body (empty: no partial success).
 	response func(body []byte, json bool) (deadletter.Partial, error)
 	// export makes the gRPC call.
-	export      func(ctx context.Context, conn *grpc.ClientConn, d T, opts ...grpc.CallOption) (deadletter.Partial, error)
-	endpoint    func(*HTTPConfig) string
-	newExporter func(context.Context, exporter.Settings, component.Config, func(context.Context, T) error, ...exporterhelper.Option) (E, error)
+	export   func(ctx context.Context, conn *grpc.ClientConn, d T, opts ...grpc.CallOption) (deadletter.Partial, error)
+	endpoint func(*HTTPConfig) string
 }
 
 // unmarshaler is an OTLP export response of any signal.
@@ -55,7 +51,7 @@ func decode(resp unmarshaler, body []byte, json bool) error {
 }
 
 var traces = signal[ptrace.Traces, exporter.Traces]{
-	letter: deadletter.Traces,
+	Exporting: deadletter.TracesExporting,
 	request: func(d ptrace.Traces) ([]byte, error) {
 		return ptraceotlp.NewExportRequestFromTraces(d).MarshalProto()
 	},
@@ -72,13 +68,10 @@ var traces = signal[ptrace.Traces, exporter.Traces]{
 		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedSpans(), Message: r.PartialSuccess().ErrorMessage()}, nil
 	},
 	endpoint: func(c *HTTPConfig) string { return c.TracesEndpoint },
-	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, ptrace.Traces) error, opts ...exporterhelper.Option) (exporter.Traces, error) {
-		return exporterhelper.NewTraces(ctx, set, cfg, push, opts...)
-	},
 }
 
 var metrics = signal[pmetric.Metrics, exporter.Metrics]{
-	letter: deadletter.Metrics,
+	Exporting: deadletter.MetricsExporting,
 	request: func(d pmetric.Metrics) ([]byte, error) {
 		return pmetricotlp.NewExportRequestFromMetrics(d).MarshalProto()
 	},
@@ -95,13 +88,10 @@ var metrics = signal[pmetric.Metrics, exporter.Metrics]{
 		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedDataPoints(), Message: r.PartialSuccess().ErrorMessage()}, nil
 	},
 	endpoint: func(c *HTTPConfig) string { return c.MetricsEndpoint },
-	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, pmetric.Metrics) error, opts ...exporterhelper.Option) (exporter.Metrics, error) {
-		return exporterhelper.NewMetrics(ctx, set, cfg, push, opts...)
-	},
 }
 
 var logs = signal[plog.Logs, exporter.Logs]{
-	letter: deadletter.Logs,
+	Exporting: deadletter.LogsExporting,
 	request: func(d plog.Logs) ([]byte, error) {
 		return plogotlp.NewExportRequestFromLogs(d).MarshalProto()
 	},
@@ -118,7 +108,4 @@ var logs = signal[plog.Logs, exporter.Logs]{
 		return deadletter.Partial{Rejected: r.PartialSuccess().RejectedLogRecords(), Message: r.PartialSuccess().ErrorMessage()}, nil
 	},
 	endpoint: func(c *HTTPConfig) string { return c.LogsEndpoint },
-	newExporter: func(ctx context.Context, set exporter.Settings, cfg component.Config, push func(context.Context, plog.Logs) error, opts ...exporterhelper.Option) (exporter.Logs, error) {
-		return exporterhelper.NewLogs(ctx, set, cfg, push, opts...)
-	},
 }

@@ -74,10 +74,10 @@ func create[T comparable, E component.Component](ctx context.Context, set export
 		return none, err
 	}
 	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterNemoOtlpDeadLetters, set.ID.String()))
-	x := deadletter.NewDeliverer(sig.letter, letters, c.RetryConfig, set.Logger)
+	x := deadletter.NewDeliverer(sig.Signal, letters, c.RetryConfig, set.Logger)
 	var cl client[T]
 	userAgent := fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH)
-	return sig.newExporter(ctx, deadletter.QueueSettings(set, tb.ExporterNemoOtlpQueueItemsLost), c, x.Push,
+	return sig.NewExporter(ctx, deadletter.QueueSettings(set, tb.ExporterNemoOtlpQueueItemsLost), c, x.Push,
 		exporterhelper.WithQueue(c.QueueConfig),
 		exporterhelper.WithRetry(deadletter.RetrySender(c.RetryConfig)),
 		exporterhelper.WithTimeout(c.TimeoutConfig),

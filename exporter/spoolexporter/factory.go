@@ -80,13 +80,13 @@ func create[T any, E component.Component](ctx context.Context, set exporter.Sett
 	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterSpoolDeadLetters, set.ID.String()))
 	s := newSpool(c, balancer, sig.Signal, letters, tb.Shutdown)
 	for i := range c.Slots {
-		q, err := sig.newExporter(ctx, deadletter.QueueSettings(slotSettings(set, i), tb.ExporterSpoolQueueItemsLost), c, s.sent(sig.consume(balancer)), c.slotOptions()...)
+		q, err := sig.NewExporter(ctx, deadletter.QueueSettings(slotSettings(set, i), tb.ExporterSpoolQueueItemsLost), c, s.sent(sig.Consume(balancer)), c.slotOptions()...)
 		if err != nil {
 			return none, err
 		}
-		s.slots = append(s.slots, slot[T]{q, sig.consume(q)})
+		s.slots = append(s.slots, slot[T]{q, sig.Consume(q)})
 	}
-	return sig.newExporter(ctx, set, c, s.consume, s.options()...)
+	return sig.NewExporter(ctx, set, c, s.consume, s.options()...)
 }
 
 // balancerConfig is load_balancing without its own queues and retries:

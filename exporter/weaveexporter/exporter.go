@@ -6,7 +6,6 @@ package weaveexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/weav
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -174,7 +173,7 @@ func (e *weaveExporter) pushTraces(ctx context.Context, td ptrace.Traces) error 
 		}
 		rest := append([]request{{key: req.key, refs: req.refs[done:]}}, reqs[i+1:]...)
 		if stopsPush(err) {
-			st.add(deadletter.Refused, answer(err), rest...)
+			st.add(deadletter.Refused, deadletter.Answer(err), rest...)
 			break
 		}
 		if !e.cfg.RetryConfig.Enabled {
@@ -259,17 +258,6 @@ func (e *weaveExporter) write(td ptrace.Traces, r deadletter.Reason, detail stri
 	return deadletter.Write(e.letters, deadletter.Traces, td, r, cleanMessage(detail, e.secrets()...))
 }
 
-// answer is a refusal's text, without consumererror's "Permanent error: ".
-func answer(err error) string {
-	if s, ok := errors.AsType[stopPush](err); ok {
-		err = s.error
-	}
-	if inner := errors.Unwrap(err); inner != nil && consumererror.IsPermanent(err) {
-		err = inner
-	}
-	return err.Error()
-}
-
 // deliver sends req, halving it on 413. It returns how many of req.refs
 // were dealt with (delivered, or refused for good and recorded in st) and,
 // if it stopped before the end, why.
@@ -301,7 +289,7 @@ func (e *weaveExporter) deliver(ctx context.Context, st *pushState, b *batch, re
 		if stopsPush(err) || !consumererror.IsPermanent(err) {
 			return 0, err
 		}
-		st.add(deadletter.Refused, answer(err), req)
+		st.add(deadletter.Refused, deadletter.Answer(err), req)
 		return len(req.refs), nil
 	}
 }

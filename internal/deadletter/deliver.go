@@ -85,12 +85,7 @@ func (x *Deliverer[T]) Push(ctx context.Context, d T) error {
 		return x.deadLetter(d, PartialSuccess,
 			fmt.Sprintf("partial success: the backend rejected %d of %d items: %s", p.Rejected, x.sig.Items(d), p.Message))
 	case consumererror.IsPermanent(err):
-		// The destination's answer, without consumererror's "Permanent error: ".
-		answer := err
-		if inner := errors.Unwrap(err); inner != nil {
-			answer = inner
-		}
-		return x.deadLetter(d, Refused, answer.Error())
+		return x.deadLetter(d, Refused, Answer(err))
 	case !x.retry:
 		return x.deadLetter(d, RetryWindow, "retry_on_failure is disabled: "+err.Error())
 	}
@@ -98,6 +93,19 @@ func (x *Deliverer[T]) Push(ctx context.Context, d T) error {
 		return x.deadLetter(d, RetryWindow, WindowDetail(since, x.window.Length(), err))
 	}
 	return err // exporterhelper's retry sender tries again after its backoff
+}
+
+// Answer is a refusal's text for its letter: the destination's answer,
+// without consumererror's "Permanent error: " (and any wrapper of it).
+func Answer(err error) string {
+	for consumererror.IsPermanent(err) {
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			break
+		}
+		err = inner
+	}
+	return err.Error()
 }
 
 // deadLetter writes d to its runs' dead-letter files; written, d leaves

@@ -9,7 +9,6 @@ package memstorage // import "github.com/nemo-lens/otelcol-nemo/internal/testing
 import (
 	"context"
 	"encoding/binary"
-	"maps"
 	"strconv"
 	"sync"
 
@@ -34,13 +33,6 @@ func (e *Extension) Set(key string, value []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.data[key] = value
-}
-
-// Snapshot returns a copy of what is stored.
-func (e *Extension) Snapshot() map[string][]byte {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return maps.Clone(e.data)
 }
 
 // LegacyQueue stores exporterhelper's persistent queue in its legacy key
