@@ -6,6 +6,7 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/hex"
 	"io"
 	"io/fs"
 	"net"
@@ -117,6 +118,31 @@ func (s *s3Server) stop(t *testing.T) {
 func (s *s3Server) objects(t *testing.T) map[string]lensemu.Result {
 	t.Helper()
 	byRun := map[string]lensemu.Result{}
+	s.each(t, func(run string, got lensemu.Result, _ []string) {
+		byRun[run] = byRun[run].Add(got)
+	})
+	return byRun
+}
+
+// spanIDs are the span ids (hex) in the bucket's objects of run, with how
+// many times each is there.
+func (s *s3Server) spanIDs(t *testing.T, run string) map[string]int {
+	t.Helper()
+	ids := map[string]int{}
+	s.each(t, func(r string, _ lensemu.Result, spans []string) {
+		if r == run {
+			for _, id := range spans {
+				ids[id]++
+			}
+		}
+	})
+	return ids
+}
+
+// each decodes every object of the bucket and hands over its run, its
+// items and its span ids.
+func (s *s3Server) each(t *testing.T, f func(run string, got lensemu.Result, spanIDs []string)) {
+	t.Helper()
 	root := filepath.Join(s.dir, s3Bucket)
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -133,38 +159,34 @@ func (s *s3Server) objects(t *testing.T) map[string]lensemu.Result {
 		}
 		key, _ := filepath.Rel(root, path)
 		run, _, _ := strings.Cut(key, string(filepath.Separator))
-		got, err := readObject(path, run)
+		got, ids, err := readObject(path, run)
 		if err != nil {
 			t.Errorf("object %s: %v", key, err)
 			return nil
 		}
-		r := byRun[run]
-		r.Spans += got.Spans
-		r.DataPoints += got.DataPoints
-		r.LogRecords += got.LogRecords
-		byRun[run] = r
+		f(run, got, ids)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return byRun
 }
 
 // readObject decodes one gzip-compressed OTLP/JSON object, checks every
-// resource in it belongs to the run its key names, and counts its items.
-func readObject(path, run string) (lensemu.Result, error) {
+// resource in it belongs to the run its key names, and counts its items;
+// for a traces object, with its span ids.
+func readObject(path, run string) (lensemu.Result, []string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return lensemu.Result{}, err
+		return lensemu.Result{}, nil, err
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
-		return lensemu.Result{}, err
+		return lensemu.Result{}, nil, err
 	}
 	body, err := io.ReadAll(zr)
 	if err != nil {
-		return lensemu.Result{}, err
+		return lensemu.Result{}, nil, err
 	}
 	var signal string
 	switch name := filepath.Base(path); {
@@ -175,23 +197,50 @@ func readObject(path, run string) (lensemu.Result, error) {
 	case strings.HasPrefix(name, "logs_"):
 		signal = "logs"
 	default:
-		return lensemu.Result{}, errUnknownObject
+		return lensemu.Result{}, nil, errUnknownObject
 	}
 	res, resources, err := decodeOTLPJSON(signal, body)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
-	var runs []string
+	var ids []string
 	for _, r := range resources {
-		v, _ := r.Resource().Attributes().Get("nemo.run.id")
-		runs = append(runs, v.AsString())
-	}
-	for _, r := range runs {
-		if r != run {
-			return res, errWrongPrefix{run: r, prefix: run}
+		if v, _ := r.Resource().Attributes().Get("nemo.run.id"); v.AsString() != run {
+			return res, nil, errWrongPrefix{run: v.AsString(), prefix: run}
+		}
+		if rs, ok := r.(ptrace.ResourceSpans); ok {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					id := sp.SpanID()
+					ids = append(ids, hex.EncodeToString(id[:]))
+				}
+			}
 		}
 	}
-	return res, nil
+	return res, ids, nil
+}
+
+// ackedJob is mixedJob with every rank recording the span ids the
+// collector acknowledged in the returned log.
+func ackedJob(c *testcollector.Collector, runID string, worldSize, steps int) ([]lensemu.Rank, *lensemu.AckLog) {
+	acked := lensemu.NewAckLog()
+	ranks := mixedJob(c, runID, worldSize, steps)
+	for i := range ranks {
+		ranks[i].Acked = acked
+	}
+	return ranks, acked
+}
+
+// requireAccounted fails the test unless every acknowledged span id is in
+// delivered or lettered, and reports the duplicates.
+func requireAccounted(t *testing.T, what string, acked *lensemu.AckLog, delivered map[string]int, lettered map[string][]string) {
+	t.Helper()
+	ids := hexIDs(acked)
+	missing, duplicates := accounted(ids, delivered, lettered)
+	if len(missing) > 0 {
+		t.Fatalf("%s: %d of %d acknowledged span ids missing, e.g. %s", what, len(missing), len(ids), missing[0])
+	}
+	t.Logf("%s: all %d acknowledged span ids there; duplicates: %d", what, len(ids), duplicates)
 }
 
 var errUnknownObject = errString("not a traces_, metrics_ or logs_ object")
@@ -254,11 +303,14 @@ func TestS3ArchiveOverlay(t *testing.T) {
 	env, overlay := s3ArchiveEnv(t, s3)
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env, Args: []string{overlay}})
 
-	sentA := runJob(t, mixedJob(c, "run-s3-a", 2, 3))
+	jobA, ackedA := ackedJob(c, "run-s3-a", 2, 3)
+	sentA := runJob(t, jobA)
 	waitFor(t, deliveryTimeout, "run-s3-a in the bucket", func() bool { return s3.objects(t)["run-s3-a"] == sentA })
+	requireAccounted(t, "run-s3-a in the bucket", ackedA, s3.spanIDs(t, "run-s3-a"), nil)
 
 	s3.stop(t)
-	sentB := runJob(t, mixedJob(c, "run-s3-b", 4, 3))
+	jobB, ackedB := ackedJob(c, "run-s3-b", 4, 3)
+	sentB := runJob(t, jobB)
 	t.Logf("acknowledged while the S3 server was down: %s", describe(sentB))
 	time.Sleep(2 * time.Second) // the exporter fails and retries meanwhile
 	if got := s3.objects(t)["run-s3-b"]; got != (lensemu.Result{}) {
@@ -266,6 +318,7 @@ func TestS3ArchiveOverlay(t *testing.T) {
 	}
 	s3.start(t)
 	waitFor(t, redeliveryTimeout, "run-s3-b in the bucket after the server's restart", func() bool { return s3.objects(t)["run-s3-b"] == sentB })
+	requireAccounted(t, "run-s3-b in the bucket after the server's restart", ackedB, s3.spanIDs(t, "run-s3-b"), nil)
 	c.Stop()
 
 	got := s3.objects(t)
@@ -339,7 +392,8 @@ func TestS3ArchiveBucketMissingIsDeadLettered(t *testing.T) {
 	env["NEMO_RANK_STRATEGY"] = "all_ranks"
 	c := testcollector.Start(t, testcollector.Config(t, "file.yaml"), testcollector.Options{Env: env, Args: []string{overlay}})
 
-	sent := runJob(t, mixedJob(c, "run-s3-c", 2, 3))
+	job, acked := ackedJob(c, "run-s3-c", 2, 3)
+	sent := runJob(t, job)
 	var lettered lensemu.Result
 	var reasons map[string]int
 	waitFor(t, deliveryTimeout, "every acknowledged item of run-s3-c in its dead-letter file", func() bool {
@@ -350,6 +404,7 @@ func TestS3ArchiveBucketMissingIsDeadLettered(t *testing.T) {
 	if len(reasons) != 1 || reasons["refused"] == 0 {
 		t.Fatalf("letters' reasons %v: want refused (NoSuchBucket) only", reasons)
 	}
+	requireAccounted(t, "run-s3-c in its dead-letter file", acked, nil, deadLetters(t, env["NEMO_TELEMETRY_DIR"], "nemo_awss3_archive"))
 
 	if err := os.Mkdir(bucket, 0o750); err != nil {
 		t.Fatal(err)
@@ -361,6 +416,7 @@ func TestS3ArchiveBucketMissingIsDeadLettered(t *testing.T) {
 	renv["OTLP_BACKEND_PROTOCOL"] = "http/protobuf"
 	replay := testcollector.Start(t, testcollector.Config(t, "replay.yaml"), testcollector.Options{Env: renv})
 	waitFor(t, deliveryTimeout, "run-s3-c in the bucket after the replay", func() bool { return s3.objects(t)["run-s3-c"] == sent })
+	requireAccounted(t, "run-s3-c in the bucket after the replay", acked, s3.spanIDs(t, "run-s3-c"), nil)
 	replay.Stop()
 	c.Stop()
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -66,6 +67,14 @@ func TestTwoTiersSpoolDiskFullRefusesAndLosesNothing(t *testing.T) {
 	lost, extra := waitDelivered(t, agents, gws, owner, sentByRun(job, results), acked)
 	if lost != "" {
 		t.Fatal(lost)
+	}
+	// The slots report what they hold against their bound: nothing once
+	// every span is delivered.
+	if v, err := agents[0].WaitForMetric(30*time.Second, func(v float64) bool { return v == 0 }, "otelcol_exporter_spool_queue_bytes"); err != nil {
+		t.Errorf("otelcol_exporter_spool_queue_bytes: %v (last %v), want 0 once delivered", err, v)
+	}
+	if capacity, found, err := agents[0].Metric("otelcol_exporter_spool_queue_capacity"); err != nil || !found || capacity <= 0 {
+		t.Errorf("otelcol_exporter_spool_queue_capacity: %v (found %v, %v), want the slots' bound", capacity, found, err)
 	}
 	t.Logf("disk full: %d spans acknowledged before and between refusals (%s), all delivered once the gateway was back; duplicates: %s",
 		len(acked.IDs()), firstLine(jobErr), describe(extra))

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
-	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadata"
 )
@@ -24,7 +23,9 @@ func loadConfig(t *testing.T, name string) (*Config, error) {
 	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
 	require.NoError(t, err)
 	cfg := createDefaultConfig().(*Config)
-	require.NoError(t, sub.Unmarshal(cfg))
+	if err := sub.Unmarshal(cfg); err != nil {
+		return nil, err
+	}
 	return cfg, confmap.Validate(cfg)
 }
 
@@ -32,10 +33,10 @@ func TestConfig(t *testing.T) {
 	cfg, err := loadConfig(t, "")
 	require.NoError(t, err)
 	assert.Equal(t, 8, cfg.Slots)
-	assert.Equal(t, "file_storage/spool", cfg.QueueConfig.StorageID.String())
-	assert.Equal(t, exporterhelper.RequestSizerTypeBytes, cfg.QueueConfig.Sizer)
-	assert.EqualValues(t, 1<<20, cfg.QueueConfig.QueueSize)
-	assert.Equal(t, 4, cfg.QueueConfig.NumConsumers, "a default kept")
+	assert.Equal(t, "/var/lib/otelcol-nemo/spool", cfg.Directory)
+	assert.EqualValues(t, 1<<20, cfg.QueueSize)
+	assert.Equal(t, 4, cfg.NumConsumers, "a default kept")
+	assert.Equal(t, 8192, cfg.MaxBatchItems, "a default kept")
 	assert.Zero(t, cfg.RetryConfig.MaxElapsedTime, "retries until the gateway takes it")
 	assert.Equal(t, []string{"gw1:4317", "gw2:4317"}, cfg.LoadBalancing.Resolver.Static.Get().Hostnames)
 
@@ -51,10 +52,11 @@ func TestConfig(t *testing.T) {
 
 func TestConfigMistakes(t *testing.T) {
 	for name, want := range map[string]string{
-		"no_storage":      "sending_queue::storage is required",
-		"too_many_slots":  "slots: 1000 is out of range: use 1 to 256",
-		"wait_for_result": "`wait_for_result` is not supported with a persistent queue",
-		"negative_drain":  "drain_timeout: -1s is negative",
+		"no_directory":      "directory is required",
+		"too_many_slots":    "slots: 1000 is out of range: use 1 to 256",
+		"no_consumers":      "num_consumers: 0 is too small",
+		"old_sending_queue": "sending_queue: the spool keeps its own queue on disk now: replace sending_queue with directory",
+		"negative_drain":    "drain_timeout: -1s is negative",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(t, name)

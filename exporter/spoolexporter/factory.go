@@ -6,6 +6,7 @@ package spoolexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/spoo
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
@@ -15,8 +16,11 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/journal"
 	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
@@ -35,15 +39,18 @@ func NewFactory() exporter.Factory {
 	)
 }
 
+// defaultQueueSize is queue_size's default: 1 GiB per slot and signal,
+// an hour of a node of 8 ranks sending every span (about 300 KB/s).
+const defaultQueueSize = 1 << 30
+
 func createDefaultConfig() component.Config {
-	queue := exporterhelper.NewDefaultQueueConfig()
-	queue.Sizer = exporterhelper.RequestSizerTypeBytes
-	queue.QueueSize = 1 << 30
-	queue.NumConsumers = 4
 	retry := configretry.NewDefaultBackOffConfig()
 	retry.MaxElapsedTime = 0
 	return &Config{
-		QueueConfig:   queue,
+		QueueSize:     defaultQueueSize,
+		NumConsumers:  4,
+		MaxBatchItems: 8192,
+		FlushTimeout:  100 * time.Millisecond,
 		RetryConfig:   retry,
 		Slots:         DefaultSlots,
 		DrainTimeout:  10 * time.Second,
@@ -64,10 +71,10 @@ func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config
 	return create(ctx, set, cfg.(*Config), logs)
 }
 
-// create makes one signal's spool: its load balancer, a persistent queue
-// per slot sending into it, and the exporter that splits what it is given
-// over the slots.
-func create[T any, E component.Component](ctx context.Context, set exporter.Settings, c *Config, sig signal[T, E]) (E, error) {
+// create makes one signal's spool: its load balancer, a queue per slot
+// sending into it through a retrying exporter, and the exporter that
+// splits what it is given over the slots.
+func create[T any, E component.Component](ctx context.Context, set exporter.Settings, c *Config, sig signalOf[T, E]) (E, error) {
 	var none E
 	balancer, err := sig.newBalancer(ctx, balancerSettings(set), c.balancerConfig())
 	if err != nil {
@@ -78,15 +85,38 @@ func create[T any, E component.Component](ctx context.Context, set exporter.Sett
 		return none, err
 	}
 	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterSpoolDeadLetters, set.ID.String()))
-	s := newSpool(c, balancer, sig.Signal, letters, tb.Shutdown)
+	s := newSpool(c, balancer, sig.signal, letters, tb.Shutdown)
 	for i := range c.Slots {
-		q, err := sig.NewExporter(ctx, deadletter.QueueSettings(slotSettings(set, i), tb.ExporterSpoolQueueItemsLost), c, s.sent(sig.Consume(balancer)), c.slotOptions()...)
+		sset := slotSettings(set, i)
+		sender, err := sig.NewExporter(ctx, sset, c, s.sent(sig.Consume(balancer)), c.slotOptions()...)
 		if err != nil {
 			return none, err
 		}
-		s.slots = append(s.slots, slot[T]{q, sig.Consume(q)})
+		s.slots = append(s.slots, &slot[T]{
+			dir:    filepath.Join(c.Directory, fmt.Sprintf("exporter_%s_%s_%s.journal", set.ID.Type(), sset.ID.Name(), sig.signal.Name)),
+			sender: sender,
+			send:   sig.Consume(sender),
+			opts:   queueOptions(c, tb, sset, sig.signal.Name),
+		})
 	}
 	return sig.NewExporter(ctx, set, c, s.consume, s.options()...)
+}
+
+// queueOptions bound a slot's queue and report it: its bytes, and what of
+// it could not be read back (logged at ERROR: acknowledged and lost).
+func queueOptions(c *Config, tb *metadata.TelemetryBuilder, set exporter.Settings, signal string) journal.Options {
+	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", set.ID.String()), attribute.String("data_type", signal)))
+	tb.ExporterSpoolQueueCapacity.Add(context.Background(), c.QueueSize, attrs)
+	lost := metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", set.ID.String())))
+	return journal.Options{
+		MaxBytes: c.QueueSize,
+		Held:     func(delta int64) { tb.ExporterSpoolQueueBytes.Add(context.Background(), delta, attrs) },
+		Lost: func(path string, from, to int64) {
+			set.Logger.Error("a part of the spool's queue could not be read back and is lost (a record torn by a crash, a damaged file or a read error): what it held was acknowledged to the ranks",
+				zap.String("file", path), zap.Int64("from_byte", from), zap.Int64("to_byte", to))
+			tb.ExporterSpoolQueueItemsLost.Add(context.Background(), 1, lost)
+		},
+	}
 }
 
 // balancerConfig is load_balancing without its own queues and retries:
@@ -102,12 +132,11 @@ func (c *Config) balancerConfig() *loadbalancingexporter.Config {
 	return &lb
 }
 
-// slotOptions: each slot is a persistent queue with retries in front of the
-// load balancer. No timeout of its own: protocol::otlp::timeout bounds each
-// request to a gateway.
+// slotOptions: each slot's sender retries into the load balancer. No
+// queue (the slot's own is in front of it) and no timeout of its own:
+// protocol::otlp::timeout bounds each request to a gateway.
 func (c *Config) slotOptions() []exporterhelper.Option {
 	return []exporterhelper.Option{
-		exporterhelper.WithQueue(configoptional.Some(c.QueueConfig)),
 		exporterhelper.WithRetry(c.RetryConfig),
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}),
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
@@ -125,10 +154,10 @@ func balancerSettings(set exporter.Settings) exporter.Settings {
 const DefaultSlots = 32
 
 // SlotName is the component name of slot i of the spool named name:
-// slotNN, or NAME_slotNN (spool/slotNN, spool/NAME_slotNN), the name of its
-// queue in the storage extension and of its otelcol_exporter_* series. It
-// must not change between releases: a renamed slot strands what its queue
-// held.
+// slotNN, or NAME_slotNN (spool/slotNN, spool/NAME_slotNN), in the name of
+// its queue's directory (exporter_spool_slotNN_<signal>.journal) and of its
+// otelcol_exporter_* series. It must not change between releases: a
+// renamed slot strands what its queue held.
 func SlotName(name string, i int) string {
 	if name == "" {
 		return fmt.Sprintf("slot%02d", i)

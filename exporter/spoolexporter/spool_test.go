@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadata"
@@ -29,75 +28,10 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 )
 
-// memStorage is a storage extension in memory that outlives the spools
-// started on it, as a node's disk outlives the collector. (The e2e tests
-// kill the binary on a real file_storage.)
-type memStorage struct {
-	component.StartFunc
-	component.ShutdownFunc
-	mu      sync.Mutex
-	clients map[string]*memClient
-}
-
-func (m *memStorage) GetClient(_ context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := fmt.Sprint(kind, id, name)
-	if m.clients[key] == nil {
-		m.clients[key] = &memClient{kv: map[string][]byte{}}
-	}
-	return m.clients[key], nil
-}
-
-type memClient struct {
-	mu sync.Mutex
-	kv map[string][]byte
-}
-
-func (c *memClient) Get(ctx context.Context, key string) ([]byte, error) {
-	op := storage.GetOperation(key)
-	err := c.Batch(ctx, op)
-	return op.Value, err
-}
-
-func (c *memClient) Set(ctx context.Context, key string, v []byte) error {
-	return c.Batch(ctx, storage.SetOperation(key, v))
-}
-
-func (c *memClient) Delete(ctx context.Context, key string) error {
-	return c.Batch(ctx, storage.DeleteOperation(key))
-}
-
-func (c *memClient) Batch(_ context.Context, ops ...*storage.Operation) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, op := range ops {
-		switch op.Type {
-		case storage.Get:
-			op.Value = c.kv[op.Key]
-		case storage.Set:
-			c.kv[op.Key] = append([]byte(nil), op.Value...)
-		case storage.Delete:
-			delete(c.kv, op.Key)
-		}
-	}
-	return nil
-}
-
-func (*memClient) Close(context.Context) error { return nil }
-
-type host struct {
-	ext map[component.ID]component.Component
-}
-
-func (h host) GetExtensions() map[component.ID]component.Component { return h.ext }
-
-var storageID = component.MustNewIDWithName("file_storage", "spool")
-
-func testConfig(t *testing.T, gateways ...string) *Config {
-	t.Helper()
+func testConfig(tb testing.TB, gateways ...string) *Config {
+	tb.Helper()
 	cfg := createDefaultConfig().(*Config)
-	cfg.QueueConfig.StorageID = &storageID
+	cfg.Directory = tb.TempDir() // the node's disk: a spool started again on cfg reads it back
 	cfg.RetryConfig.InitialInterval = 10 * time.Millisecond
 	cfg.RetryConfig.MaxInterval = 50 * time.Millisecond
 	cfg.DrainTimeout = 100 * time.Millisecond // stopped while a gateway refuses: do not wait long
@@ -106,18 +40,18 @@ func testConfig(t *testing.T, gateways ...string) *Config {
 	cfg.LoadBalancing.Protocol.OTLP.ClientConfig.TLS.Insecure = true
 	cfg.LoadBalancing.Protocol.OTLP.TimeoutConfig.Timeout = 2 * time.Second
 	cfg.LoadBalancing.Resolver.Static = configoptional.Some(loadbalancingexporter.StaticResolver{Hostnames: gateways})
-	cfg.DeadLetter.Directory = t.TempDir()
-	require.NoError(t, cfg.Validate())
+	cfg.DeadLetter.Directory = tb.TempDir()
+	require.NoError(tb, cfg.Validate())
 	return cfg
 }
 
-func startSpool(t *testing.T, cfg *Config, disk *memStorage) exporter.Traces {
-	t.Helper()
+func startSpool(tb testing.TB, cfg *Config) exporter.Traces {
+	tb.Helper()
 	set := exportertest.NewNopSettings(metadata.Type)
 	set.ID = component.NewID(metadata.Type) // the same slots' queues after a restart
-	exp, err := NewFactory().CreateTraces(t.Context(), set, cfg)
-	require.NoError(t, err)
-	require.NoError(t, exp.Start(t.Context(), host{map[component.ID]component.Component{storageID: disk}}))
+	exp, err := NewFactory().CreateTraces(tb.Context(), set, cfg)
+	require.NoError(tb, err)
+	require.NoError(tb, exp.Start(tb.Context(), componenttest.NewNopHost()))
 	return exp
 }
 
@@ -153,10 +87,9 @@ func TestADownGatewayHoldsOnlyItsRuns(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = gwB.Close() })
 	cfg := testConfig(t, gwA.Addr, gwB.Addr)
-	disk := &memStorage{clients: map[string]*memClient{}}
 
 	// A run on each gateway, in different slots: probe runs one by one.
-	exp := startSpool(t, cfg, disk)
+	exp := startSpool(t, cfg)
 	runA, runB := "", ""
 	s := spoolOf(t, cfg)
 	for i := 0; runA == "" || runB == ""; i++ {
@@ -186,7 +119,7 @@ func TestADownGatewayHoldsOnlyItsRuns(t *testing.T) {
 
 	// Stopped while gateway A is down: the new spool sends what the old one held.
 	require.NoError(t, exp.Shutdown(context.WithoutCancel(t.Context())))
-	exp = startSpool(t, cfg, disk)
+	exp = startSpool(t, cfg)
 	t.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(t.Context())) })
 	gwA.SetRespond(nil)
 	require.Eventually(t, func() bool { return spansOf(gwA) >= baseA+1000 }, 10*time.Second, 10*time.Millisecond,
@@ -203,7 +136,7 @@ func TestARequestOfManyRunsIsSplitBySlot(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = gw.Close() })
 	cfg := testConfig(t, gw.Addr)
-	exp := startSpool(t, cfg, &memStorage{clients: map[string]*memClient{}})
+	exp := startSpool(t, cfg)
 	t.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(t.Context())) })
 	td := ptrace.NewTraces()
 	s := spoolOf(t, cfg)
@@ -221,8 +154,7 @@ func TestARequestOfManyRunsIsSplitBySlot(t *testing.T) {
 // spoolOf is a spool with the config's slots, for slotOf.
 func spoolOf(t *testing.T, cfg *Config) *spool[ptrace.Traces] {
 	t.Helper()
-	s := newSpool(cfg, nil, traces.Signal, nil, func() {})
-	s.slots = make([]slot[ptrace.Traces], cfg.Slots)
+	s := newSpool(cfg, nil, traces.signal, nil, func() {})
 	return s
 }
 
@@ -238,10 +170,10 @@ func TestHeldSpansFollowTheirRunToItsNewGateway(t *testing.T) {
 	gwB, err := otlpsink.StartGRPC()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = gwB.Close() })
-	disk := &memStorage{clients: map[string]*memClient{}}
 
 	refuse(gwA)
-	exp := startSpool(t, testConfig(t, gwA.Addr, gwB.Addr), disk)
+	cfg := testConfig(t, gwA.Addr, gwB.Addr)
+	exp := startSpool(t, cfg)
 	run := ""
 	for i := 0; run == ""; i++ {
 		require.Less(t, i, 100, "no run hashes to gateway A")
@@ -257,7 +189,9 @@ func TestHeldSpansFollowTheirRunToItsNewGateway(t *testing.T) {
 	require.Zero(t, spansOf(gwA))
 
 	before := spansOf(gwB)
-	exp = startSpool(t, testConfig(t, gwB.Addr), disk)
+	moved := testConfig(t, gwB.Addr)
+	moved.Directory = cfg.Directory
+	exp = startSpool(t, moved)
 	t.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(t.Context())) })
 	require.Eventually(t, func() bool { return spansOf(gwB) == before+100 }, 10*time.Second, 10*time.Millisecond,
 		"the spans held for gateway A did not reach the run's new gateway: %d of 100", spansOf(gwB)-before)
@@ -287,7 +221,7 @@ func TestAStoppingSpoolSendsWhatItTook(t *testing.T) {
 	})
 	cfg := testConfig(t, gw.Addr)
 	cfg.DrainTimeout = 10 * time.Second
-	exp := startSpool(t, cfg, &memStorage{clients: map[string]*memClient{}})
+	exp := startSpool(t, cfg)
 	for i := range 20 {
 		require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces(fmt.Sprintf("run-%d", i%4), 50)))
 	}
@@ -307,7 +241,7 @@ func TestAGatewaysPermanentRefusalIsDeadLettered(t *testing.T) {
 		return http.StatusUnauthorized, nil, []byte("bad token")
 	})
 	cfg := testConfig(t, gw.Addr)
-	exp := startSpool(t, cfg, &memStorage{clients: map[string]*memClient{}})
+	exp := startSpool(t, cfg)
 	require.NoError(t, exp.ConsumeTraces(t.Context(), runTraces("run-a", 7)))
 	path := filepath.Join(deadletter.Dir(cfg.DeadLetter.Directory, "run-a", "spool"), "traces.jsonl")
 	require.Eventually(t, func() bool { _, statErr := os.Stat(path); return statErr == nil }, 10*time.Second, 10*time.Millisecond)

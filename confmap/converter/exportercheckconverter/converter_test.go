@@ -163,20 +163,26 @@ func TestFileExporterDirectoryWarning(t *testing.T) {
 	assert.Equal(t, map[string]any{"exporter": "file", "path": "/var/log/otel/telemetry.jsonl", "directory": "/var/log/otel"}, entry.ContextMap())
 }
 
-// TestStrandedQueueWarning: a queue file of an exporter the config does not
+// TestStrandedQueueWarning: a queue of an exporter the config does not
 // have (an otlp_http exporter replaced by otlp_grpc, a spool slot beyond
-// slots) is named in a warning; the config's own queues are not.
+// slots, a spool's queue of a release that kept it in file_storage) is
+// named in a warning; the config's own queues are not.
 func TestStrandedQueueWarning(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{
 		"exporter_otlp_grpc_backend_traces", // this config's
 		"exporter_otlp_http_backend_traces", // stranded: the exporter was otlp_http before
-		"exporter_spool_slot03_logs",        // this config's
-		"exporter_spool_slot09_logs",        // stranded: the spool has 8 slots now
+		"exporter_spool_slot03_logs",        // stranded: the spool's queue of an earlier release
 		"exporter_nemo_view__runs",          // this config's
 		"receiver_otlp__x",                  // not an exporter's
 	} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o600))
+	}
+	for _, d := range []string{
+		"exporter_spool_slot03_logs.journal", // this config's
+		"exporter_spool_slot09_logs.journal", // stranded: the spool has 8 slots now
+	} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
 	}
 	core, logs := observer.New(zap.WarnLevel)
 	c := converter{logger: zap.New(core), statDir: dirExists}
@@ -184,7 +190,7 @@ func TestStrandedQueueWarning(t *testing.T) {
 		"extensions": map[string]any{"file_storage/queue": map[string]any{"directory": dir}},
 		"exporters": map[string]any{
 			"otlp_grpc/backend": map[string]any{"endpoint": "backend:4317"},
-			"spool":             map[string]any{"slots": 8},
+			"spool":             map[string]any{"slots": 8, "directory": dir},
 			"nemo_view":         map[string]any{},
 		},
 	})
@@ -194,7 +200,11 @@ func TestStrandedQueueWarning(t *testing.T) {
 		assert.Contains(t, e.Message, "will not be sent")
 		files = append(files, e.ContextMap()["file"].(string))
 	}
-	assert.ElementsMatch(t, []string{filepath.Join(dir, "exporter_otlp_http_backend_traces"), filepath.Join(dir, "exporter_spool_slot09_logs")}, files)
+	assert.ElementsMatch(t, []string{
+		filepath.Join(dir, "exporter_otlp_http_backend_traces"),
+		filepath.Join(dir, "exporter_spool_slot03_logs"),
+		filepath.Join(dir, "exporter_spool_slot09_logs.journal"),
+	}, files)
 }
 
 func TestNemoOTLPChecksTheClientItsProtocolPicks(t *testing.T) {

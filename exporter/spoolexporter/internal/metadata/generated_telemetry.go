@@ -27,6 +27,8 @@ type TelemetryBuilder struct {
 	mu                          sync.Mutex
 	registrations               []metric.Registration
 	ExporterSpoolDeadLetters    metric.Int64Counter
+	ExporterSpoolQueueBytes     metric.Int64UpDownCounter
+	ExporterSpoolQueueCapacity  metric.Int64UpDownCounter
 	ExporterSpoolQueueItemsLost metric.Int64Counter
 }
 
@@ -65,10 +67,22 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{items}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterSpoolQueueBytes, err = builder.meter.Int64UpDownCounter(
+		"otelcol_exporter_spool_queue_bytes",
+		metric.WithDescription("Bytes a slot's queue holds on the node's disk (the ranks' requests not yet taken by a gateway nor dead-lettered). [Alpha]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterSpoolQueueCapacity, err = builder.meter.Int64UpDownCounter(
+		"otelcol_exporter_spool_queue_capacity",
+		metric.WithDescription("Bytes a slot's queue may hold (queue_size); past it the slot refuses the ranks, retryably. [Alpha]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterSpoolQueueItemsLost, err = builder.meter.Int64Counter(
 		"otelcol_exporter_spool_queue_items_lost",
-		metric.WithDescription("Items of the persistent sending queue that could not be read (a damaged queue file, one written by an incompatible release, a storage read error) and that exporterhelper deleted: acknowledged and lost. Each is logged at ERROR. [Alpha]"),
-		metric.WithUnit("{requests}"),
+		metric.WithDescription("Parts of a slot's queue that could not be read back (a record torn by a crash, a damaged file, a read error): acknowledged and lost. Each is logged at ERROR with the file and bytes. [Alpha]"),
+		metric.WithUnit("{parts}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -37,11 +37,43 @@ func AssertEqualExporterSpoolDeadLetters(t *testing.T, tt *componenttest.Telemet
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterSpoolQueueBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_spool_queue_bytes",
+		Description: "Bytes a slot's queue holds on the node's disk (the ranks' requests not yet taken by a gateway nor dead-lettered). [Alpha]",
+		Unit:        "By",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_spool_queue_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterSpoolQueueCapacity(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_spool_queue_capacity",
+		Description: "Bytes a slot's queue may hold (queue_size); past it the slot refuses the ranks, retryably. [Alpha]",
+		Unit:        "By",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_spool_queue_capacity")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterSpoolQueueItemsLost(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_spool_queue_items_lost",
-		Description: "Items of the persistent sending queue that could not be read (a damaged queue file, one written by an incompatible release, a storage read error) and that exporterhelper deleted: acknowledged and lost. Each is logged at ERROR. [Alpha]",
-		Unit:        "{requests}",
+		Description: "Parts of a slot's queue that could not be read back (a record torn by a crash, a damaged file, a read error): acknowledged and lost. Each is logged at ERROR with the file and bytes. [Alpha]",
+		Unit:        "{parts}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
 			IsMonotonic: true,

@@ -20,8 +20,16 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ExporterSpoolDeadLetters.Add(context.Background(), 1)
+	tb.ExporterSpoolQueueBytes.Add(context.Background(), 1)
+	tb.ExporterSpoolQueueCapacity.Add(context.Background(), 1)
 	tb.ExporterSpoolQueueItemsLost.Add(context.Background(), 1)
 	AssertEqualExporterSpoolDeadLetters(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterSpoolQueueBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterSpoolQueueCapacity(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterSpoolQueueItemsLost(t, testTel,
