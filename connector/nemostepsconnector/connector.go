@@ -19,7 +19,6 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
-	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
@@ -27,22 +26,22 @@ import (
 // (nothing: the engine keeps the waits' intervals) and of a decided step.
 type none = struct{}
 
-// stepsConnector reads every rank's spans with the step engine and feeds
-// its listeners: the step metrics (metrics.go) and the stall detector
-// (stalls.go). It is the engine's Listener and hands each call to the
-// parts that use it; it sends what they collect from the engine's ticker.
-// It is safe for concurrent use.
+// stepsConnector reads every rank's spans with the step engine and hands
+// what it finds to its feeds (feed.go): the step metrics, and the stall
+// detector and goodput when on. It is the engine's Listener; it sends what
+// the feeds collect from the engine's ticker. It is safe for concurrent
+// use.
 type stepsConnector struct {
 	steps.Base[none, none]
 	engine *steps.Engine[none, none]
 	reader *steps.Reader
 	ranks  *rankIndex
 	steps  *stepMetrics
-	// stalls and goodput are nil when off.
-	stalls  *stallFeed
-	goodput *goodputFeed
-	logger  *zap.Logger
-	tel     *telemetry
+	// feeds are steps, then the stall detector and goodput when on.
+	feeds  []feed
+	stalls bool // the stall detector is on
+	logger *zap.Logger
+	tel    *telemetry
 	// next gets the step metrics and stall gauges, nextLogs the stall
 	// records; either may be nil (its signal pair is not in a pipeline).
 	next     consumer.Metrics
@@ -83,11 +82,13 @@ func newConnector(set connector.Settings, cfg *Config, clk clock.Clock) (*stepsC
 	if err != nil {
 		return nil, fmt.Errorf("nemo_steps: %w", err)
 	}
+	c.feeds = []feed{c.steps}
 	if s := cfg.Stalls.Get(); s != nil {
-		c.stalls = newStallFeed(s, c.engine.Recognizer(), ranks, out, set.Logger)
+		c.feeds = append(c.feeds, newStallFeed(s, c.engine.Recognizer(), ranks, out, set.Logger))
+		c.stalls = true
 	}
-	if g := cfg.Goodput.Get(); g != nil {
-		c.goodput = newGoodputFeed(g, cfg.DecisionWait, ranks, out)
+	if g := cfg.Goodput.Get(); g != nil { // after the stall detector: it reads its events
+		c.feeds = append(c.feeds, newGoodputFeed(g, cfg.DecisionWait, ranks, out))
 	}
 	return c, nil
 }
@@ -106,7 +107,7 @@ func (*stepsConnector) Capabilities() consumer.Capabilities {
 // interval when set, so that a complete step is emitted soon after its
 // last rank reported.
 func (c *stepsConnector) Start(context.Context, component.Host) error {
-	if c.stalls == nil && c.nextLogs != nil {
+	if !c.stalls && c.nextLogs != nil {
 		c.logger.Info("stall detection is off (stalls: enabled: false): the logs pipeline nemo_steps feeds gets no stall records")
 	}
 	every := c.steps.wait
@@ -147,45 +148,31 @@ func (c *stepsConnector) Shutdown(context.Context) error {
 	return nil
 }
 
-// Arrived: a step span gives its rank's labels; the stall detector follows
-// every rank's progress span by span.
+// Arrived: a step span gives its rank's labels, which the feeds read;
+// then every feed gets the span.
 func (c *stepsConnector) Arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
 	if step.Is {
 		c.ranks.atStep(r)
 	}
-	if c.stalls != nil {
-		c.stalls.arrived(r, s, step)
-	}
-	if c.goodput != nil {
-		c.goodput.arrived(r, s)
+	for _, f := range c.feeds {
+		f.arrived(r, s, step)
 	}
 }
 
-// Decided turns a decided step into its ranks' points.
+// Decided hands a decided step to every feed.
 func (c *stepsConnector) Decided(d *steps.Decision[none]) {
-	c.steps.decided(d)
-	if c.goodput != nil {
-		c.goodput.decided(d)
+	for _, f := range c.feeds {
+		f.decided(d)
 	}
 }
 
-// Tick flushes the interval, judges the runs for stalls, and collects
-// what to send.
+// Tick has every feed collect what is due and keeps what to send.
 func (c *stepsConnector) Tick(now time.Time, final bool) {
-	c.steps.tick(now, final)
-	var events []stall.Event
-	if c.stalls != nil && !final {
-		c.logs, c.stalled, events = c.stalls.tick(now)
+	var t tickOut
+	for _, f := range c.feeds {
+		f.tick(now, final, &t)
 	}
-	if c.goodput != nil {
-		c.goodput.stalls(events)
-		if logs := c.goodput.tick(now, final); logs != (plog.Logs{}) {
-			if c.logs == (plog.Logs{}) {
-				c.logs = plog.NewLogs()
-			}
-			logs.ResourceLogs().MoveAndAppendTo(c.logs.ResourceLogs())
-		}
-	}
+	c.logs, c.stalled = t.logs, t.stalled
 	c.batches = c.out.take()
 }
 

@@ -85,7 +85,7 @@ func newGoodputFeed(cfg *GoodputConfig, decisionWait time.Duration, ranks *rankI
 
 // arrived feeds one span of an identified rank; the run and the rank's
 // process are looked up once per resource.
-func (f *goodputFeed) arrived(r *steps.Resource, s ptrace.Span) {
+func (f *goodputFeed) arrived(r *steps.Resource, s ptrace.Span, _ steps.StepSpan) {
 	if f.seq != r.Seq {
 		run := f.runs.GetOrNew(r.Group, func() *goodputRun {
 			return &goodputRun{acct: goodput.NewRun(goodput.DefaultLimits), lastEmit: r.At}
@@ -172,10 +172,18 @@ func (f *goodputFeed) stalls(events []stall.Event) {
 	}
 }
 
-// tick settles what is due and emits each run's goodput every interval,
+// tick accounts the stall detector's changes (in t, it ticked before),
+// then settles what is due and emits each run's goodput, its records into
+// t.
+func (f *goodputFeed) tick(now time.Time, final bool, t *tickOut) {
+	f.stalls(t.events)
+	t.addLogs(f.settle(now, final))
+}
+
+// settle settles what is due and emits each run's goodput every interval,
 // and its last when it ends (its job spans ended, it went idle, or the
 // collector stops); it returns the records.
-func (f *goodputFeed) tick(now time.Time, final bool) plog.Logs {
+func (f *goodputFeed) settle(now time.Time, final bool) plog.Logs {
 	var logs plog.Logs
 	var idle []uint64
 	f.runs.All(func(group uint64, run *goodputRun) {

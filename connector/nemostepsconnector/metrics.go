@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
@@ -125,8 +126,11 @@ func stepExemplar(dp pmetric.NumberDataPoint, iteration int64, r *steps.RankStep
 	ex.FilteredAttributes().PutInt(runrecords.StepIteration, iteration)
 }
 
+// arrived: the step metrics come from decided steps only.
+func (*stepMetrics) arrived(*steps.Resource, ptrace.Span, steps.StepSpan) {}
+
 // tick flushes the interval when it is over, and at the last tick.
-func (m *stepMetrics) tick(now time.Time, final bool) {
+func (m *stepMetrics) tick(now time.Time, final bool, _ *tickOut) {
 	if m.interval <= 0 {
 		return
 	}

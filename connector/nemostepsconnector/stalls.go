@@ -117,9 +117,24 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 	tr.Span(span)
 }
 
-// tick judges every run: it returns the stall records to send, the stalls
+// decided: the detector follows the spans as they arrive.
+func (*stallFeed) decided(*steps.Decision[none]) {}
+
+// tick judges every run (not at the last tick: the collector stops, the
+// runs do not): the stall records, the stalls found and the changes go
+// into t; it writes the gauges and logs each change.
+func (f *stallFeed) tick(now time.Time, final bool, t *tickOut) {
+	if final {
+		return
+	}
+	logs, counts, events := f.judge(now)
+	t.addLogs(logs)
+	t.stalled, t.events = counts, events
+}
+
+// judge judges every run: it returns the stall records to send, the stalls
 // found and the changes, writes the gauges and logs each change.
-func (f *stallFeed) tick(now time.Time) (plog.Logs, stallCounts, []stall.Event) {
+func (f *stallFeed) judge(now time.Time) (plog.Logs, stallCounts, []stall.Event) {
 	events, stalled := f.detector.Tick(now)
 	ts := now.UnixNano()
 	var logs plog.Logs

@@ -163,7 +163,7 @@ func TestStallDetectionOff(t *testing.T) {
 	off := newHarness(t, func(cfg *Config) { cfg.Stalls = configoptional.None[StallsConfig]() })
 	offLogs := new(consumertest.LogsSink)
 	off.c.nextLogs = offLogs
-	require.Nil(t, off.c.stalls)
+	require.False(t, off.c.stalls)
 
 	job := syncJob{run: "run-hang", world: 8}
 	for _, h := range []*harness{on, off} {

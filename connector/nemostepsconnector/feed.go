@@ -1,0 +1,59 @@
+// Copyright The otelcol-nemo Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nemostepsconnector // import "github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector"
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/stall"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+)
+
+// feed is one thing nemo_steps makes of the step engine's calls: the step
+// metrics (metrics.go), the stall detector (stalls.go), goodput
+// (goodput.go). The connector lists the feeds the config turns on and
+// hands each engine call to all of them, in that order. Called under the
+// engine's lock.
+type feed interface {
+	// arrived is one span of an identified rank, with what the engine
+	// recognized in it.
+	arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan)
+	// decided is a step the engine decided.
+	decided(d *steps.Decision[none])
+	// tick is the engine's tick (final: the last, at shutdown). A feed
+	// writes its points to the connector's pointWriter and what it hands
+	// on into t: the feeds after it read it.
+	tick(now time.Time, final bool, t *tickOut)
+}
+
+// tickOut is what the feeds found at one tick, besides their points.
+type tickOut struct {
+	// logs are the records to send (stall and goodput records).
+	logs plog.Logs
+	// stalled counts the stalls found; events are the stall detector's
+	// changes, which goodput accounts as stalled time.
+	stalled stallCounts
+	events  []stall.Event
+}
+
+// addLogs appends a feed's records.
+func (t *tickOut) addLogs(logs plog.Logs) {
+	if logs == (plog.Logs{}) {
+		return
+	}
+	if t.logs == (plog.Logs{}) {
+		t.logs = logs
+		return
+	}
+	logs.ResourceLogs().MoveAndAppendTo(t.logs.ResourceLogs())
+}
+
+var (
+	_ feed = (*stepMetrics)(nil)
+	_ feed = (*stallFeed)(nil)
+	_ feed = (*goodputFeed)(nil)
+)
