@@ -4,7 +4,7 @@
 //go:generate ../../.tools/mdatagen metadata.yaml
 
 // Package spoolexporter holds what it is given on the node's disk, a
-// persistent queue per run slot, and sends each run's items to the gateway
+// journal per run slot (internal/journal), and sends each run's items to the gateway
 // its run hashes to through contrib's load_balancing exporter.
 //
 // The agent tier's acknowledgement: a rank is answered once its request is
