@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-
-	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 )
 
 // BenchmarkSpoolTraces: requests of 500 spans of one run, 16 at once (as
@@ -20,9 +18,7 @@ import (
 // profiles of the spool's own path (-cpuprofile): the receiver shares the
 // process.
 func BenchmarkSpoolTraces(b *testing.B) {
-	gw, err := otlpsink.StartGRPC()
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = gw.Close() })
+	gw := startGateway(b)
 	exp := startSpool(b, testConfig(b, gw.Addr))
 	b.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(b.Context())) })
 

@@ -15,53 +15,49 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/deadletter"
 )
 
-// signal is what the spool needs of one signal's data: its letters, its
-// protobuf encoding (the queue's records) and moving one's resources to
-// the end of another (a batch of records in memory).
-type signal[T any] struct {
-	deadletter.Signal[T]
+// codec is the spool's record of one signal: an OTLP request in protobuf,
+// and merging records kept in memory (moving one's resources to the end of
+// another).
+type codec[T any] struct {
 	marshal   func(T) ([]byte, error)
 	unmarshal func([]byte) (T, error)
 	moveTo    func(src, dst T)
 }
 
-// signalOf adds the signal's exporters (deadletter.Exporting) and making
-// its load balancer.
-type signalOf[T any, E component.Component] struct {
-	signal[T]
+// signal is what the spool needs of one signal: its letters and exporters
+// (deadletter.Exporting), its records, and making its load balancer.
+type signal[T any, E component.Component] struct {
 	deadletter.Exporting[T, E]
+	codec       codec[T]
 	newBalancer func(context.Context, exporter.Settings, component.Config) (E, error)
 }
 
 var (
-	traces = signalOf[ptrace.Traces, exporter.Traces]{
-		signal: signal[ptrace.Traces]{
-			Signal:    deadletter.Traces,
+	traces = signal[ptrace.Traces, exporter.Traces]{
+		Exporting: deadletter.TracesExporting,
+		codec: codec[ptrace.Traces]{
 			marshal:   (&ptrace.ProtoMarshaler{}).MarshalTraces,
 			unmarshal: (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces,
 			moveTo:    func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
 		},
-		Exporting:   deadletter.TracesExporting,
 		newBalancer: balancers.CreateTraces,
 	}
-	metrics = signalOf[pmetric.Metrics, exporter.Metrics]{
-		signal: signal[pmetric.Metrics]{
-			Signal:    deadletter.Metrics,
+	metrics = signal[pmetric.Metrics, exporter.Metrics]{
+		Exporting: deadletter.MetricsExporting,
+		codec: codec[pmetric.Metrics]{
 			marshal:   (&pmetric.ProtoMarshaler{}).MarshalMetrics,
 			unmarshal: (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics,
 			moveTo:    func(src, dst pmetric.Metrics) { src.ResourceMetrics().MoveAndAppendTo(dst.ResourceMetrics()) },
 		},
-		Exporting:   deadletter.MetricsExporting,
 		newBalancer: balancers.CreateMetrics,
 	}
-	logs = signalOf[plog.Logs, exporter.Logs]{
-		signal: signal[plog.Logs]{
-			Signal:    deadletter.Logs,
+	logs = signal[plog.Logs, exporter.Logs]{
+		Exporting: deadletter.LogsExporting,
+		codec: codec[plog.Logs]{
 			marshal:   (&plog.ProtoMarshaler{}).MarshalLogs,
 			unmarshal: (&plog.ProtoUnmarshaler{}).UnmarshalLogs,
 			moveTo:    func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
 		},
-		Exporting:   deadletter.LogsExporting,
 		newBalancer: balancers.CreateLogs,
 	}
 )

@@ -74,7 +74,7 @@ func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config
 // create makes one signal's spool: its load balancer, a queue per slot
 // sending into it through a retrying exporter, and the exporter that
 // splits what it is given over the slots.
-func create[T any, E component.Component](ctx context.Context, set exporter.Settings, c *Config, sig signalOf[T, E]) (E, error) {
+func create[T any, E component.Component](ctx context.Context, set exporter.Settings, c *Config, sig signal[T, E]) (E, error) {
 	var none E
 	balancer, err := sig.newBalancer(ctx, balancerSettings(set), c.balancerConfig())
 	if err != nil {
@@ -85,7 +85,8 @@ func create[T any, E component.Component](ctx context.Context, set exporter.Sett
 		return none, err
 	}
 	letters := deadletter.NewWriter(c.DeadLetter, set.ID.String(), set.Logger, deadletter.Counted(tb.ExporterSpoolDeadLetters, set.ID.String()))
-	s := newSpool(c, balancer, sig.signal, letters, tb.Shutdown)
+	s := newSpool(c, balancer, sig.Signal, sig.codec, letters, tb.Shutdown)
+	memory := journal.NewMemory(memoryBudget) // shared by the slots
 	for i := range c.Slots {
 		sset := slotSettings(set, i)
 		sender, err := sig.NewExporter(ctx, sset, c, s.sent(sig.Consume(balancer)), c.slotOptions()...)
@@ -93,23 +94,25 @@ func create[T any, E component.Component](ctx context.Context, set exporter.Sett
 			return none, err
 		}
 		s.slots = append(s.slots, &slot[T]{
-			dir:    filepath.Join(c.Directory, fmt.Sprintf("exporter_%s_%s_%s.journal", set.ID.Type(), sset.ID.Name(), sig.signal.Name)),
+			dir:    filepath.Join(c.Directory, fmt.Sprintf("exporter_%s_%s_%s.journal", set.ID.Type(), sset.ID.Name(), sig.Name)),
 			sender: sender,
 			send:   sig.Consume(sender),
-			opts:   queueOptions(c, tb, sset, sig.signal.Name),
+			opts:   queueOptions(c, tb, sset, sig.Name, memory),
 		})
 	}
 	return sig.NewExporter(ctx, set, c, s.consume, s.options()...)
 }
 
-// queueOptions bound a slot's queue and report it: its bytes, and what of
-// it could not be read back (logged at ERROR: acknowledged and lost).
-func queueOptions(c *Config, tb *metadata.TelemetryBuilder, set exporter.Settings, signal string) journal.Options {
+// queueOptions bound a slot's queue (on disk, and in memory with the other
+// slots of its spool) and report it: its bytes, and what of it could not
+// be read back (logged at ERROR: acknowledged and lost).
+func queueOptions(c *Config, tb *metadata.TelemetryBuilder, set exporter.Settings, signal string, memory *journal.Memory) journal.Options {
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", set.ID.String()), attribute.String("data_type", signal)))
 	tb.ExporterSpoolQueueCapacity.Add(context.Background(), c.QueueSize, attrs)
 	lost := metric.WithAttributeSet(attribute.NewSet(attribute.String("exporter", set.ID.String())))
 	return journal.Options{
 		MaxBytes: c.QueueSize,
+		Memory:   memory,
 		Held:     func(delta int64) { tb.ExporterSpoolQueueBytes.Add(context.Background(), delta, attrs) },
 		Lost: func(path string, from, to int64) {
 			set.Logger.Error("a part of the spool's queue could not be read back and is lost (a record torn by a crash, a damaged file or a read error): what it held was acknowledged to the ranks",

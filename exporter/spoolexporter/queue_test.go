@@ -21,7 +21,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/spoolexporter/internal/metadatatest"
-	"github.com/nemo-lens/otelcol-nemo/internal/testing/otlpsink"
 )
 
 // TestADamagedQueueIsLoggedAndCounted: a slot's queue whose last record
@@ -30,9 +29,7 @@ import (
 // counts it in otelcol_exporter_spool_queue_items_lost; the slot's bytes
 // held go back to 0 once it is sent.
 func TestADamagedQueueIsLoggedAndCounted(t *testing.T) {
-	gw, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gw.Close() })
+	gw := startGateway(t)
 	refuse(gw)
 	cfg := testConfig(t, gw.Addr)
 	exp := startSpool(t, cfg)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -48,28 +47,26 @@ type slot[T any] struct {
 
 // spool spreads one signal's resources over the slots.
 type spool[T any] struct {
-	data     signal[T]
+	data     deadletter.Signal[T]
+	codec    codec[T]
 	letters  *deadletter.Writer
 	keys     []string // routing attributes read from each resource
 	balancer component.Component
 	slots    []*slot[T]
 	cfg      *Config
-	// inMemory is the payload bytes of the records the slots hold in
-	// memory as well as on disk, at most memoryBudget.
-	inMemory atomic.Int64
 	// stopTelemetry ends the spool's own metrics at shutdown.
 	stopTelemetry func()
 }
 
-// memoryBudget bounds the records a spool (one signal) keeps in memory
-// until a sender takes them, in protobuf bytes: about a second of the
-// agent's traffic at 100,000 spans/s. Such a record is sent without being
-// read back and decoded; past the budget (a gateway out: its slot fills)
-// records are read back from disk.
+// memoryBudget bounds the records a spool (one signal, all its slots)
+// keeps in memory until a sender takes them, in protobuf bytes: about a
+// second of the agent's traffic at 100,000 spans/s. Such a record is sent
+// without being read back and decoded; past the budget (a gateway out: its
+// slot fills) records are read back from disk.
 const memoryBudget = 32 << 20
 
-func newSpool[T any](c *Config, balancer component.Component, data signal[T], letters *deadletter.Writer, stopTelemetry func()) *spool[T] {
-	s := &spool[T]{data: data, letters: letters, balancer: balancer, cfg: c, stopTelemetry: stopTelemetry}
+func newSpool[T any](c *Config, balancer component.Component, data deadletter.Signal[T], codec codec[T], letters *deadletter.Writer, stopTelemetry func()) *spool[T] {
+	s := &spool[T]{data: data, codec: codec, letters: letters, balancer: balancer, cfg: c, stopTelemetry: stopTelemetry}
 	if c.LoadBalancing.RoutingKey == "attributes" {
 		s.keys = c.LoadBalancing.RoutingAttributes
 	}
@@ -120,7 +117,6 @@ func (s *spool[T]) forward(sl *slot[T]) {
 		if !ok {
 			return
 		}
-		s.inMemory.Add(-b.MemBytes)
 		d, err := s.batch(b)
 		if err != nil { // damaged past its checksum: nothing can send it
 			sl.opts.Lost(b.Path, b.From, b.To)
@@ -133,8 +129,9 @@ func (s *spool[T]) forward(sl *slot[T]) {
 				sl.queue.Done(b)
 				break
 			}
-			// Only a stopping slot's retry sender gives up; otherwise try
-			// again (a dead letter that could not be written).
+			// The spool never drops: a stopping slot's retry sender gives
+			// up (the batch stays on disk); otherwise (retry_on_failure
+			// disabled or given a max_elapsed_time) try again.
 			select {
 			case <-sl.stopped:
 				return
@@ -149,11 +146,11 @@ func (s *spool[T]) forward(sl *slot[T]) {
 // other: together they decode as one request holding all their resources.
 func (s *spool[T]) batch(b journal.Batch) (T, error) {
 	if b.Mem == nil {
-		return s.data.unmarshal(b.Payload)
+		return s.codec.unmarshal(b.Payload)
 	}
 	d := b.Mem[0].(T)
 	for _, m := range b.Mem[1:] {
-		s.data.moveTo(m.(T), d)
+		s.codec.moveTo(m.(T), d)
 	}
 	return d, nil
 }
@@ -230,23 +227,14 @@ func (s *spool[T]) consume(_ context.Context, data T) error {
 	return errors.Join(errs...)
 }
 
-// take writes data into slot k's queue, keeping it in memory too while
-// the budget allows.
+// take writes data into slot k's queue, keeping it in memory too while the
+// spool's memory budget allows.
 func (s *spool[T]) take(k int, data T) error {
-	b, err := s.data.marshal(data)
+	b, err := s.codec.marshal(data)
 	if err != nil {
 		return consumererror.NewPermanent(err)
 	}
-	var mem any
-	if n := int64(len(b)); s.inMemory.Add(n) <= memoryBudget {
-		mem = data
-	} else {
-		s.inMemory.Add(-n)
-	}
-	if err := s.slots[k].queue.Append(b, s.data.Items(data), mem); err != nil {
-		if mem != nil {
-			s.inMemory.Add(-int64(len(b)))
-		}
+	if err := s.slots[k].queue.Append(b, s.data.Items(data), data); err != nil {
 		return fmt.Errorf("spool slot %d: %w", k, err)
 	}
 	return nil
@@ -259,7 +247,7 @@ func (s *spool[T]) sent(send func(context.Context, T) error) func(context.Contex
 	return func(ctx context.Context, data T) error {
 		err := send(ctx, data)
 		if consumererror.IsPermanent(err) {
-			return deadletter.Write(s.letters, s.data.Signal, data, deadletter.Refused, err.Error())
+			return deadletter.Write(s.letters, s.data, data, deadletter.Refused, err.Error())
 		}
 		return err
 	}

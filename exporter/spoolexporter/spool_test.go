@@ -55,6 +55,16 @@ func startSpool(tb testing.TB, cfg *Config) exporter.Traces {
 	return exp
 }
 
+// startGateway starts a real OTLP/gRPC receiver as a gateway, closed at
+// the end of the test.
+func startGateway(tb testing.TB) *otlpsink.Sink {
+	tb.Helper()
+	gw, err := otlpsink.StartGRPC()
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = gw.Close() })
+	return gw
+}
+
 func runTraces(run string, spans int) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -80,12 +90,8 @@ func refuse(s *otlpsink.Sink) {
 // spool is stopped and a new one started on the same disk, and once
 // gateway A takes data again every span of run A arrives, once.
 func TestADownGatewayHoldsOnlyItsRuns(t *testing.T) {
-	gwA, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gwA.Close() })
-	gwB, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gwB.Close() })
+	gwA := startGateway(t)
+	gwB := startGateway(t)
 	cfg := testConfig(t, gwA.Addr, gwB.Addr)
 
 	// A run on each gateway, in different slots: probe runs one by one.
@@ -132,9 +138,7 @@ func TestADownGatewayHoldsOnlyItsRuns(t *testing.T) {
 // TestARequestOfManyRunsIsSplitBySlot: a request holding resources of
 // several runs is written to each run's slot; every span arrives once.
 func TestARequestOfManyRunsIsSplitBySlot(t *testing.T) {
-	gw, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gw.Close() })
+	gw := startGateway(t)
 	cfg := testConfig(t, gw.Addr)
 	exp := startSpool(t, cfg)
 	t.Cleanup(func() { _ = exp.Shutdown(context.WithoutCancel(t.Context())) })
@@ -154,7 +158,7 @@ func TestARequestOfManyRunsIsSplitBySlot(t *testing.T) {
 // spoolOf is a spool with the config's slots, for slotOf.
 func spoolOf(t *testing.T, cfg *Config) *spool[ptrace.Traces] {
 	t.Helper()
-	s := newSpool(cfg, nil, traces.signal, nil, func() {})
+	s := newSpool(cfg, nil, traces.Signal, traces.codec, nil, func() {})
 	return s
 }
 
@@ -164,12 +168,8 @@ func spoolOf(t *testing.T, cfg *Config) *spool[ptrace.Traces] {
 // out of the ring (as the dns resolver drops a gateway that left DNS), and
 // every span it held for A's run arrives at B.
 func TestHeldSpansFollowTheirRunToItsNewGateway(t *testing.T) {
-	gwA, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gwA.Close() })
-	gwB, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gwB.Close() })
+	gwA := startGateway(t)
+	gwB := startGateway(t)
 
 	refuse(gwA)
 	cfg := testConfig(t, gwA.Addr, gwB.Addr)
@@ -212,9 +212,7 @@ func within(d time.Duration, cond func() bool) bool {
 // most drain_timeout): a job's last flush reaches the gateway, it is not
 // left on the node's disk.
 func TestAStoppingSpoolSendsWhatItTook(t *testing.T) {
-	gw, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gw.Close() })
+	gw := startGateway(t)
 	gw.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
 		time.Sleep(200 * time.Millisecond) // a slow gateway
 		return 0, nil, nil
@@ -234,9 +232,7 @@ func TestAStoppingSpoolSendsWhatItTook(t *testing.T) {
 // forever, and the request is not dropped: it is in its run's dead-letter
 // file on the node, with the gateway's answer.
 func TestAGatewaysPermanentRefusalIsDeadLettered(t *testing.T) {
-	gw, err := otlpsink.StartGRPC()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = gw.Close() })
+	gw := startGateway(t)
 	gw.SetRespond(func(otlpsink.Request) (int, http.Header, []byte) {
 		return http.StatusUnauthorized, nil, []byte("bad token")
 	})

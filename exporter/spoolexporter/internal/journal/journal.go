@@ -43,6 +43,9 @@ type Options struct {
 	Lost func(path string, from, to int64)
 	// Held is told of every change of the records' bytes held. Optional.
 	Held func(delta int64)
+	// Memory bounds the records kept in memory until read (Append's
+	// mem); nil keeps none.
+	Memory *Memory
 }
 
 // Journal is one queue: Append from any goroutine, Read from consumers.
@@ -98,27 +101,33 @@ func (j *Journal) Held() int64 {
 
 // Append writes one record of items items and returns once it is fsynced
 // (or refused: ErrFull, a write or fsync error, the journal stopping).
-// mem, if not nil, is the record in memory: Read hands it out instead of
-// reading the payload back while every record of the batch has one.
+// mem is the record in memory: while Options.Memory has room it is kept,
+// and Read hands it out instead of reading the payload back.
 func (j *Journal) Append(payload []byte, items int, mem any) error {
+	if mem != nil && !j.opts.Memory.take(int64(len(payload))) {
+		mem = nil
+	}
 	buf := encode(payload, items)
 	defer records.Put(buf)
 	rec := *buf
 	j.mu.Lock()
-	if j.closed {
-		j.mu.Unlock()
-		return errClosed
-	}
-	if j.held+int64(len(rec)) > j.opts.MaxBytes {
-		j.mu.Unlock()
-		return ErrFull
-	}
-	s, err := j.writable()
-	if err == nil {
-		err = s.append(rec, items, mem)
+	var s *segment
+	var err error
+	switch {
+	case j.closed:
+		err = errClosed
+	case j.held+int64(len(rec)) > j.opts.MaxBytes:
+		err = ErrFull
+	default:
+		if s, err = j.writable(); err == nil {
+			err = s.append(rec, items, mem)
+		}
 	}
 	if err != nil {
 		j.mu.Unlock()
+		if mem != nil {
+			j.opts.Memory.give(int64(len(payload)))
+		}
 		return err
 	}
 	j.hold(int64(len(rec)))
@@ -180,14 +189,11 @@ func (j *Journal) writable() (*segment, error) {
 }
 
 // Batch is records read together: their payloads one after the other,
-// or, when every record was appended with one, the records in memory.
+// or, when every record was kept in memory, the records in memory.
 type Batch struct {
 	Payload []byte
 	Mem     []any
-	// MemBytes is the payload bytes of the records whose memory the
-	// batch let go of (all of them, in Mem or not).
-	MemBytes int64
-	Items    int
+	Items   int
 	// Path, From and To say where the records are: bytes [From, To) of
 	// the segment file Path.
 	Path     string
@@ -216,7 +222,7 @@ func (j *Journal) Read(maxItems int, wait time.Duration) (Batch, bool) {
 			j.more.Wait()
 			continue
 		}
-		if s.sealed || s.items-s.readItems >= maxItems {
+		if s.sealed || s.unreadAtLeast(maxItems) {
 			break
 		}
 		left := min(wait, wait-time.Duration(time.Now().UnixNano()-s.recs[s.next].at))
@@ -232,9 +238,8 @@ func (j *Journal) Read(maxItems int, wait time.Duration) (Batch, bool) {
 	for s.next < len(s.recs) && (b.n == 0 || b.Items+int(s.recs[s.next].items) <= maxItems) {
 		r := &s.recs[s.next]
 		b.Items += int(r.items)
-		s.readItems += int(r.items)
 		if r.mem != nil {
-			b.MemBytes += int64(r.len)
+			j.opts.Memory.give(int64(r.len))
 			b.Mem = append(b.Mem, r.mem)
 			r.mem = nil
 		} else {
@@ -260,9 +265,7 @@ func (j *Journal) Read(maxItems int, wait time.Duration) (Batch, bool) {
 			j.opts.Lost(s.path, b.From, b.To)
 		}
 		j.Done(b)
-		next, ok := j.Read(maxItems, wait)
-		next.MemBytes += b.MemBytes // let go of too
-		return next, ok
+		return j.Read(maxItems, wait)
 	}
 	return b, true
 }

@@ -199,26 +199,31 @@ func TestFailedWriteStartsANewSegment(t *testing.T) {
 
 // Records appended with their memory form are handed out in it, without
 // reading the file, while every record of a batch has one; a batch with a
-// record without one is read from the file, and lets go of the others'.
+// record without one is read from the file. Either way reading lets go of
+// the memory taken; a record past the memory's limit is not kept.
 func TestRecordsInMemory(t *testing.T) {
 	dir := t.TempDir()
-	j := open(t, dir, Options{})
+	mem := NewMemory(6)
+	j := open(t, dir, Options{Memory: mem})
 	require.NoError(t, j.Append([]byte("<0>"), 1, "zero"))
 	require.NoError(t, j.Append([]byte("<1>"), 1, "one"))
+	assert.EqualValues(t, 6, mem.used.Load())
 	b, ok := j.Read(2, 0)
 	require.True(t, ok)
 	assert.Equal(t, []any{"zero", "one"}, b.Mem)
 	assert.Nil(t, b.Payload, "not read from the file")
-	assert.EqualValues(t, 6, b.MemBytes)
+	assert.Zero(t, mem.used.Load())
 	j.Done(b)
 
 	require.NoError(t, j.Append([]byte("<2>"), 1, "two"))
-	require.NoError(t, j.Append([]byte("<3>"), 1, nil)) // over the writer's memory budget
-	b, ok = j.Read(2, 0)
+	require.NoError(t, j.Append([]byte("<3>"), 1, "three"))
+	require.NoError(t, j.Append([]byte("<4>"), 1, "four")) // past the limit: not kept
+	assert.EqualValues(t, 6, mem.used.Load())
+	b, ok = j.Read(3, 0)
 	require.True(t, ok)
 	assert.Nil(t, b.Mem)
-	assert.Equal(t, "<2><3>", string(b.Payload))
-	assert.EqualValues(t, 3, b.MemBytes, "<2>'s memory let go of")
+	assert.Equal(t, "<2><3><4>", string(b.Payload))
+	assert.Zero(t, mem.used.Load(), "<2>'s and <3>'s memory let go of")
 	j.Done(b)
 }
 

@@ -59,8 +59,6 @@ type segment struct {
 	recs   []rec
 	next   int  // the next record to read
 	sealed bool // no more appends
-	// items of the records appended, and of those read
-	items, readItems int
 
 	// done: records [0, prefix) are done; later ones done out of order
 	// are in ahead (first record -> count).
@@ -97,8 +95,17 @@ func (s *segment) append(r []byte, items int, mem any) error {
 	}
 	s.recs = append(s.recs, rec{off: s.size, len: uint32(len(r) - headerLen), items: uint32(items), at: time.Now().UnixNano(), mem: mem})
 	s.size += int64(len(r))
-	s.items += items
 	return nil
+}
+
+// unreadAtLeast says whether the records not yet read hold n items or more.
+func (s *segment) unreadAtLeast(n int) bool {
+	for _, r := range s.recs[s.next:] {
+		if n -= int(r.items); n <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // end is the offset after record i.
@@ -218,7 +225,6 @@ func load(path string, id uint64, lost func(path string, from, to int64)) (*segm
 			break
 		}
 		s.recs = append(s.recs, rec{off: s.size, len: uint32(l), items: binary.LittleEndian.Uint32(h[4:])})
-		s.items += int(binary.LittleEndian.Uint32(h[4:]))
 		s.size += headerLen + l
 	}
 	if s.size < int64(len(data)) && lost != nil {
@@ -231,9 +237,6 @@ func load(path string, id uint64, lost func(path string, from, to int64)) (*segm
 			s.prefix++
 		}
 		s.nDone, s.next = s.prefix, s.prefix
-		for _, r := range s.recs[:s.prefix] {
-			s.readItems += int(r.items)
-		}
 	}
 	return s, nil
 }
