@@ -35,7 +35,7 @@ type stepsConnector struct {
 	steps.Base[none, none]
 	engine *steps.Engine[none, none]
 	reader *steps.Reader
-	ranks  *rankIndex
+	runs   *runTable
 	steps  *stepMetrics
 	// feeds are steps, then the stall detector and goodput when on.
 	feeds  []feed
@@ -65,11 +65,11 @@ func newConnector(set connector.Settings, cfg *Config, clk clock.Clock) (*stepsC
 		return nil, err
 	}
 	out := newPointWriter()
-	ranks := newRankIndex(cfg)
+	runs := newRunTable(cfg)
 	c := &stepsConnector{
 		reader: steps.NewReader(cfg.RankKeys, cfg.WorldSizeKeys, cfg.GroupKeys),
-		ranks:  ranks,
-		steps:  newStepMetrics(cfg, ranks, out, clk.Now()),
+		runs:   runs,
+		steps:  newStepMetrics(cfg, runs, out, clk.Now()),
 		logger: set.Logger,
 		tel:    tel,
 		out:    out,
@@ -84,11 +84,11 @@ func newConnector(set connector.Settings, cfg *Config, clk clock.Clock) (*stepsC
 	}
 	c.feeds = []feed{c.steps}
 	if s := cfg.Stalls.Get(); s != nil {
-		c.feeds = append(c.feeds, newStallFeed(s, c.engine.Recognizer(), ranks, out, set.Logger))
+		c.feeds = append(c.feeds, newStallFeed(s, c.engine.Recognizer(), runs, out, set.Logger))
 		c.stalls = true
 	}
 	if g := cfg.Goodput.Get(); g != nil { // after the stall detector: it reads its events
-		c.feeds = append(c.feeds, newGoodputFeed(g, cfg.DecisionWait, ranks, out))
+		c.feeds = append(c.feeds, newGoodputFeed(g, cfg.DecisionWait, runs, out))
 	}
 	return c, nil
 }
@@ -148,14 +148,16 @@ func (c *stepsConnector) Shutdown(context.Context) error {
 	return nil
 }
 
-// Arrived: a step span gives its rank's labels, which the feeds read;
-// then every feed gets the span.
+// Arrived: the span's run is looked up (once per resource), a step span
+// gives its rank's labels, which the feeds read; then every feed gets the
+// span.
 func (c *stepsConnector) Arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
+	run := c.runs.at(r)
 	if step.Is {
-		c.ranks.atStep(r)
+		c.runs.atStep(run, r)
 	}
 	for _, f := range c.feeds {
-		f.arrived(r, s, step)
+		f.arrived(run, r, s, step)
 	}
 }
 
@@ -166,12 +168,14 @@ func (c *stepsConnector) Decided(d *steps.Decision[none]) {
 	}
 }
 
-// Tick has every feed collect what is due and keeps what to send.
+// Tick has every feed collect what is due and keeps what to send; then the
+// runs that are over are forgotten.
 func (c *stepsConnector) Tick(now time.Time, final bool) {
 	var t tickOut
 	for _, f := range c.feeds {
 		f.tick(now, final, &t)
 	}
+	c.runs.forget(now)
 	c.logs, c.stalled = t.logs, t.stalled
 	c.batches = c.out.take()
 }

@@ -19,9 +19,9 @@ import (
 // hands each engine call to all of them, in that order. Called under the
 // engine's lock.
 type feed interface {
-	// arrived is one span of an identified rank, with what the engine
-	// recognized in it.
-	arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan)
+	// arrived is one span of an identified rank of run, with what the
+	// engine recognized in it.
+	arrived(run *runState, r *steps.Resource, s ptrace.Span, step steps.StepSpan)
 	// decided is a step the engine decided.
 	decided(d *steps.Decision[none])
 	// tick is the engine's tick (final: the last, at shutdown). A feed

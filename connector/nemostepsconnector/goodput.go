@@ -12,15 +12,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/goodput"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
-
-// runIdle is how long a run that sent nothing is taken as ended: its last
-// goodput is emitted and it is forgotten.
-const runIdle = 30 * time.Minute
 
 // goodputFeed accounts every run's wall-clock time (internal/goodput) from
 // the engine's spans as they arrive, its decided steps and the stall
@@ -34,9 +29,8 @@ type goodputFeed struct {
 	delay                  time.Duration
 	load, save, evaluation steps.Patterns
 	jobSpans               []string
-	ranks                  *rankIndex
+	runs                   *runTable
 	out                    *pointWriter
-	runs                   *boundedmap.Map[uint64, *goodputRun]
 	// The resource read last (steps.Resource.Seq) and its rank's process.
 	seq     uint64
 	process goodput.Process
@@ -50,22 +44,7 @@ type goodputFeed struct {
 // every time.
 const maxKindNames = 4096
 
-// goodputRun is one run's accounting and when it was last heard of and
-// emitted.
-type goodputRun struct {
-	acct     *goodput.Run
-	lastSeen time.Time
-	lastEmit time.Time
-	// endDue is when its end, seen in its job spans, is emitted; emitted
-	// says its last goodput went out (a new attempt starts it again).
-	endDue  time.Time
-	emitted bool
-	// start is its first span, the start of its cumulative sums; stalls
-	// counts its stalls (behind or wedged).
-	stalls int
-}
-
-func newGoodputFeed(cfg *GoodputConfig, decisionWait time.Duration, ranks *rankIndex, out *pointWriter) *goodputFeed {
+func newGoodputFeed(cfg *GoodputConfig, decisionWait time.Duration, runs *runTable, out *pointWriter) *goodputFeed {
 	// The config was validated: the patterns parse.
 	load, _ := steps.ParsePatterns(cfg.CheckpointLoadSpanNames)
 	save, _ := steps.ParsePatterns(cfg.CheckpointSaveSpanNames)
@@ -75,25 +54,23 @@ func newGoodputFeed(cfg *GoodputConfig, decisionWait time.Duration, ranks *rankI
 		delay:    decisionWait + time.Second,
 		load:     load, save: save, evaluation: evaluation,
 		jobSpans: cfg.JobSpanNames,
-		ranks:    ranks,
+		runs:     runs,
 		out:      out,
-		runs:     boundedmap.New[uint64, *goodputRun](maxRememberedRuns),
 		scratch:  map[int64]int64{},
 		kinds:    map[string]goodput.SpanKind{},
 	}
 }
 
-// arrived feeds one span of an identified rank; the run and the rank's
-// process are looked up once per resource.
-func (f *goodputFeed) arrived(r *steps.Resource, s ptrace.Span, _ steps.StepSpan) {
+// arrived feeds one span of an identified rank; the rank's process is
+// looked up once per resource.
+func (f *goodputFeed) arrived(run *runState, r *steps.Resource, s ptrace.Span, _ steps.StepSpan) {
 	if f.seq != r.Seq {
-		run := f.runs.GetOrNew(r.Group, func() *goodputRun {
-			return &goodputRun{acct: goodput.NewRun(goodput.DefaultLimits), lastEmit: r.At}
-		})
-		run.lastSeen = r.At
-		run.emitted = false
-		_, process := f.ranks.process(r)
-		f.seq, f.process = r.Seq, run.acct.Process(r.Rank.Rank, process)
+		if run.goodput == nil {
+			run.goodput = &goodputRun{acct: goodput.NewRun(goodput.DefaultLimits), lastEmit: r.At}
+		}
+		run.goodput.emitted = false
+		_, process := f.runs.process(r)
+		f.seq, f.process = r.Seq, run.goodput.acct.Process(r.Rank.Rank, process)
 	}
 	f.process.Span(f.kindOf(s.Name()), steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp()))
 }
@@ -129,10 +106,11 @@ func (f *goodputFeed) match(name string) goodput.SpanKind {
 // what its slowest rank cost, its busy time over the median rank's. A
 // reopened step (a late rank) was fed at its first decision.
 func (f *goodputFeed) decided(d *steps.Decision[none]) {
-	run, ok := f.runs.Get(d.Step.Group)
-	if !ok || d.Reopened || len(d.Ranks) == 0 {
+	state := f.runs.get(d.Step.Group)
+	if state == nil || state.goodput == nil || d.Reopened || len(d.Ranks) == 0 {
 		return
 	}
+	run := state.goodput
 	start, end := d.Ranks[0].Start, d.Ranks[0].End
 	busy := make([]int64, 0, len(d.Ranks))
 	slowest, slowestBusy := d.Ranks[0].Score.Rank, int64(-1)
@@ -159,10 +137,11 @@ func (f *goodputFeed) decided(d *steps.Decision[none]) {
 func (f *goodputFeed) stalls(events []stall.Event) {
 	for i := range events {
 		ev := &events[i]
-		run, ok := f.runs.Get(ev.Run)
-		if !ok || ev.Kind == stall.Paused {
+		state := f.runs.get(ev.Run)
+		if state == nil || state.goodput == nil || ev.Kind == stall.Paused {
 			continue
 		}
+		run := state.goodput
 		if ev.Stalled {
 			run.stalls++
 			run.acct.Stalled(ev.Iteration)
@@ -185,27 +164,26 @@ func (f *goodputFeed) tick(now time.Time, final bool, t *tickOut) {
 // collector stops); it returns the records.
 func (f *goodputFeed) settle(now time.Time, final bool) plog.Logs {
 	var logs plog.Logs
-	var idle []uint64
-	f.runs.All(func(group uint64, run *goodputRun) {
+	f.runs.all(func(state *runState) {
+		run := state.goodput
+		if run == nil {
+			return
+		}
 		acct := run.acct
 		acct.Due(now, f.delay)
 		if !run.emitted && run.endDue.IsZero() && acct.Ended() {
 			run.endDue = now.Add(f.delay)
 		}
-		gone := now.Sub(run.lastSeen) > runIdle
 		switch {
 		case run.emitted:
-			if gone {
-				idle = append(idle, group)
-			}
 			return
-		case final || gone || !run.endDue.IsZero() && !now.Before(run.endDue):
+		case final || state.idle(now) || !run.endDue.IsZero() && !now.Before(run.endDue):
 			acct.End()
 			run.emitted, run.endDue = true, time.Time{}
 		case now.Sub(run.lastEmit) < f.interval:
 			// Live: the metrics at every tick.
-			if labels, ok := f.ranks.run(group); ok {
-				f.metrics(group, labels, run.acct, run.acct.Snapshot(nil))
+			if state.labels != nil {
+				f.metrics(state, run.acct.Snapshot(nil))
 			}
 			return
 		}
@@ -213,11 +191,8 @@ func (f *goodputFeed) settle(now time.Time, final bool) plog.Logs {
 		if logs == (plog.Logs{}) {
 			logs = plog.NewLogs()
 		}
-		f.emit(group, run, now, logs)
+		f.emit(state, now, logs)
 	})
-	for _, group := range idle {
-		f.runs.Delete(group)
-	}
 	return logs
 }
 
@@ -227,7 +202,8 @@ const topRanks = 5
 // metrics writes a run's goodput metrics under its labels: the settled
 // time by category, the goodput so far (of snapshot) and every rank's
 // straggler time.
-func (f *goodputFeed) metrics(group uint64, labels *rankLabels, acct *goodput.Run, snapshot goodput.Times) {
+func (f *goodputFeed) metrics(run *runState, snapshot goodput.Times) {
+	labels, acct := run.labels, run.goodput.acct
 	first, last := f.extent(acct)
 	settled := acct.Settled()
 	horizon := first + settled.Total()
@@ -236,22 +212,22 @@ func (f *goodputFeed) metrics(group uint64, labels *rankLabels, acct *goodput.Ru
 	}
 	f.out.runGoodput(labels, last, snapshot.Goodput())
 	for rank, ns := range acct.RankStraggler() {
-		if l, ok := f.ranks.get(steps.Rank{Group: group, Rank: rank}); ok {
+		if l := run.rank(rank); l != nil {
 			f.out.rankStraggler(l, first, horizon, float64(ns)/1e9)
 		}
 	}
 }
 
 // emit writes a run's goodput: the metrics and the record.
-func (f *goodputFeed) emit(group uint64, run *goodputRun, now time.Time, logs plog.Logs) {
-	labels, ok := f.ranks.run(group)
-	if !ok {
+func (f *goodputFeed) emit(state *runState, now time.Time, logs plog.Logs) {
+	labels, run := state.labels, state.goodput
+	if labels == nil {
 		return // no rank of it reported a step: no labels to put it under
 	}
 	acct := run.acct
 	clear(f.scratch)
 	snapshot := acct.Snapshot(f.scratch)
-	f.metrics(group, labels, acct, snapshot)
+	f.metrics(state, snapshot)
 	top := make([]rankCost, 0, len(f.scratch))
 	for rank, ns := range f.scratch {
 		if ns > 0 {
@@ -265,7 +241,7 @@ func (f *goodputFeed) emit(group uint64, run *goodputRun, now time.Time, logs pl
 		return cmp.Compare(a.rank, b.rank)
 	})
 	for i := range top[:min(len(top), topRanks)] {
-		if l, ok := f.ranks.get(steps.Rank{Group: group, Rank: top[i].rank}); ok {
+		if l := state.rank(top[i].rank); l != nil {
 			top[i].host = l.host()
 		}
 	}

@@ -9,9 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
-	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
-	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // label is one data point attribute, copied out of the batch: the batch
@@ -72,54 +70,6 @@ func newIdentity(cfg *Config) identity {
 	return identity{rankKeys: cfg.RankKeys, localRankKeys: cfg.LocalRankKeys, groupKeys: cfg.GroupKeys}
 }
 
-// rankIndex keeps every rank's labels, read from its resource at its step
-// spans, for its points, and every run's (its latest rank's), for the run's
-// points and records.
-type rankIndex struct {
-	id    identity
-	ranks *boundedmap.Map[steps.Rank, *rankLabels]
-	runs  *boundedmap.Map[uint64, *rankLabels]
-	// The resource read last (steps.Resource.Seq) and its rank's labels:
-	// a resource holds many step spans of one rank.
-	seq uint64
-	cur *rankLabels
-	// The host and process identity of the resource read last (procSeq),
-	// which the stall and goodput feeds both read once per resource.
-	procSeq             uint64
-	procHost, procIdent string
-}
-
-func newRankIndex(cfg *Config) *rankIndex {
-	return &rankIndex{
-		id:    newIdentity(cfg),
-		ranks: boundedmap.New[steps.Rank, *rankLabels](steps.MaxRememberedRanks),
-		runs:  boundedmap.New[uint64, *rankLabels](maxRememberedRuns),
-	}
-}
-
-// atStep reads the labels of the resource's rank at one of its step spans,
-// once per resource.
-func (x *rankIndex) atStep(r *steps.Resource) *rankLabels {
-	if x.cur != nil && x.seq == r.Seq {
-		return x.cur
-	}
-	prev, _ := x.ranks.Get(r.Rank)
-	l := x.id.labelsFor(prev, r.Attrs, r.Rank.Rank)
-	if l != prev {
-		x.ranks.Put(r.Rank, l)
-	}
-	x.runs.Put(r.Group, l)
-	x.seq, x.cur = r.Seq, l
-	return l
-}
-
-// run is a run's labels (its group's), false when none of its ranks
-// reported a step yet.
-func (x *rankIndex) run(group uint64) (*rankLabels, bool) { return x.runs.Get(group) }
-
-// get is a rank's labels, false when none is known.
-func (x *rankIndex) get(rank steps.Rank) (*rankLabels, bool) { return x.ranks.Get(rank) }
-
 // labelsFor returns prev when it still describes the resource (the common
 // case: one comparison per attribute, no allocation) and new labels
 // otherwise, e.g. when a rank restarted on another host.
@@ -179,16 +129,6 @@ func (id identity) matches(l *rankLabels, attrs pcommon.Map, rank int64) bool {
 		want++
 	}
 	return want == len(l.node)
-}
-
-// process is the host and process identity (processOf) of the resource,
-// read once per resource.
-func (x *rankIndex) process(r *steps.Resource) (host, process string) {
-	if x.procSeq != r.Seq || x.procIdent == "" {
-		x.procSeq = r.Seq
-		x.procHost, x.procIdent = processOf(r.Attrs)
-	}
-	return x.procHost, x.procIdent
 }
 
 // processOf is the resource's host and the identity of its process, which

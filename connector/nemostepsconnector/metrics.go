@@ -9,16 +9,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
 	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
-
-// maxRememberedRuns bounds the runs whose straggler counts are kept (about
-// twice this many); a run forgotten and seen again starts its count over,
-// with a new start time.
-const maxRememberedRuns = 4096
 
 // stepMetrics turns the engine's decided steps into data points: per rank
 // and step its duration, busy and wait time and scores (or, with interval,
@@ -28,38 +22,40 @@ type stepMetrics struct {
 	thresholds stepbusy.Thresholds
 	wait       time.Duration
 	interval   time.Duration
-	ranks      *rankIndex
+	runs       *runTable
 	out        *pointWriter
 	aggs       map[steps.Rank]*rankAgg
-	runs       *boundedmap.Map[uint64, *runCount]
 	lastFlush  time.Time
 }
 
 // newStepMetrics counts intervals from start.
-func newStepMetrics(cfg *Config, ranks *rankIndex, out *pointWriter, start time.Time) *stepMetrics {
+func newStepMetrics(cfg *Config, runs *runTable, out *pointWriter, start time.Time) *stepMetrics {
 	return &stepMetrics{
 		lastFlush:  start,
 		thresholds: cfg.Thresholds(0),
 		wait:       cfg.DecisionWait,
 		interval:   cfg.Interval,
-		ranks:      ranks,
+		runs:       runs,
 		out:        out,
 		aggs:       make(map[steps.Rank]*rankAgg),
-		runs:       boundedmap.New[uint64, *runCount](maxRememberedRuns),
 	}
 }
 
 // decided emits (or aggregates) the points of every rank the step decided
 // and counts its stragglers in the run.
 func (m *stepMetrics) decided(d *steps.Decision[none]) {
+	run := m.runs.get(d.Step.Group)
+	if run == nil {
+		return // forgotten since its step spans: too many runs
+	}
 	var stragglers, lastEnd int64
 	var first *rankLabels
 	for i := range d.Ranks {
 		r := &d.Ranks[i]
 		key := steps.Rank{Group: d.Step.Group, Rank: r.Score.Rank}
-		labels, ok := m.ranks.get(key)
-		if !ok {
-			continue // forgotten since its step span: too many ranks
+		labels := run.rank(r.Score.Rank)
+		if labels == nil {
+			continue // not kept: too many ranks
 		}
 		if first == nil {
 			first = labels
@@ -71,7 +67,7 @@ func (m *stepMetrics) decided(d *steps.Decision[none]) {
 		lastEnd = max(lastEnd, r.End)
 	}
 	if first != nil {
-		m.countStragglers(d.Step.Group, first, stragglers, d.Ranks[0].Start, lastEnd)
+		m.countStragglers(run, first, stragglers, d.Ranks[0].Start, lastEnd)
 	}
 }
 
@@ -127,7 +123,7 @@ func stepExemplar(dp pmetric.NumberDataPoint, iteration int64, r *steps.RankStep
 }
 
 // arrived: the step metrics come from decided steps only.
-func (*stepMetrics) arrived(*steps.Resource, ptrace.Span, steps.StepSpan) {}
+func (*stepMetrics) arrived(*runState, *steps.Resource, ptrace.Span, steps.StepSpan) {}
 
 // tick flushes the interval when it is over, and at the last tick.
 func (m *stepMetrics) tick(now time.Time, final bool, _ *tickOut) {
@@ -175,35 +171,27 @@ func (m *stepMetrics) flush() {
 		}
 		delete(m.aggs, key)
 	}
-	m.runs.All(func(_ uint64, run *runCount) {
-		if run.dirty {
-			m.out.stragglers(run)
-			run.dirty = false
+	m.runs.all(func(run *runState) {
+		if c := run.stragglers; c != nil && c.dirty {
+			m.out.stragglers(c)
+			c.dirty = false
 		}
 	})
 }
 
-// runCount is a run's cumulative count of straggler rank steps.
-type runCount struct {
-	service string
-	group   []label
-	count   int64
-	// start is the start of the first step counted, last the end of the
-	// latest: the Sum's start time and time.
-	start, last int64
-	dirty       bool
-}
-
 // countStragglers adds a decided step's stragglers to its run's count and,
 // without interval, emits the count.
-func (m *stepMetrics) countStragglers(group uint64, l *rankLabels, n, start, end int64) {
-	run := m.runs.GetOrNew(group, func() *runCount { return &runCount{start: start} })
-	run.service, run.group = l.service, l.group
-	run.count += n
-	run.last = max(run.last, end)
-	run.dirty = true
+func (m *stepMetrics) countStragglers(run *runState, l *rankLabels, n, start, end int64) {
+	if run.stragglers == nil {
+		run.stragglers = &runCount{start: start}
+	}
+	c := run.stragglers
+	c.service, c.group = l.service, l.group
+	c.count += n
+	c.last = max(c.last, end)
+	c.dirty = true
 	if m.interval <= 0 {
-		m.out.stragglers(run)
-		run.dirty = false
+		m.out.stragglers(c)
+		c.dirty = false
 	}
 }

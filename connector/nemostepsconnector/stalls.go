@@ -39,13 +39,14 @@ const (
 
 // stallFeed feeds the stall detector (internal/stall) every rank's
 // progress, span by span as the spans arrive, and turns what it finds at
-// the ticks into log records, gauges and the collector's own log. It owns
-// the detector and each run's labels. Called under the engine's lock.
+// the ticks into log records, gauges and the collector's own log. Each
+// run's detector state is kept in its runState. Called under the engine's
+// lock.
 type stallFeed struct {
 	detector *stall.Detector
 	spans    *steps.Recognizer
 	jobSpans []string
-	ranks    *rankIndex
+	runs     *runTable
 	out      *pointWriter
 	logger   *zap.Logger
 	// The resource read last (steps.Resource.Seq) and its rank in the
@@ -57,15 +58,15 @@ type stallFeed struct {
 // stallCounts are the stalls found, by kind: behind, paused, wedged.
 type stallCounts [3]int64
 
-func newStallFeed(cfg *StallsConfig, spans *steps.Recognizer, ranks *rankIndex, out *pointWriter, logger *zap.Logger) *stallFeed {
+func newStallFeed(cfg *StallsConfig, spans *steps.Recognizer, runs *runTable, out *pointWriter, logger *zap.Logger) *stallFeed {
 	return &stallFeed{
 		detector: stall.New(stall.Config{
 			MinStall: cfg.MinStall, Factor: cfg.StallFactor,
 			WarmupSteps: stall.DefaultWarmupSteps, History: stall.DefaultHistory,
-		}, 0),
+		}),
 		spans:    spans,
 		jobSpans: cfg.JobSpanNames,
-		ranks:    ranks,
+		runs:     runs,
 		out:      out,
 		logger:   logger,
 	}
@@ -74,7 +75,7 @@ func newStallFeed(cfg *StallsConfig, spans *steps.Recognizer, ranks *rankIndex, 
 // arrived feeds the detector one span of an identified rank: the job
 // spans, the step spans and every Megatron span's place in the step. The
 // rank is looked up once per resource, at the batch's time.
-func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
+func (f *stallFeed) arrived(run *runState, r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
 	name := s.Name()
 	isJob := slices.Contains(f.jobSpans, name)
 	switch {
@@ -85,9 +86,12 @@ func (f *stallFeed) arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpa
 		return
 	}
 	if f.seq != r.Seq {
-		host, process := f.ranks.process(r)
+		if run.stall == nil {
+			run.stall = f.detector.NewRun(r.Group, r.At)
+		}
+		host, process := f.runs.process(r)
 		id := stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process, Stages: rankattr.PipelineSize(r.Attrs)}
-		f.seq, f.tracker = r.Seq, f.detector.Rank(r.Group, int(r.WorldSize), id, r.At)
+		f.seq, f.tracker = r.Seq, f.detector.Rank(run.stall, int(r.WorldSize), id, r.At)
 	}
 	tr := f.tracker
 	if tr.NeedsStage() {
@@ -135,14 +139,22 @@ func (f *stallFeed) tick(now time.Time, final bool, t *tickOut) {
 // judge judges every run: it returns the stall records to send, the stalls
 // found and the changes, writes the gauges and logs each change.
 func (f *stallFeed) judge(now time.Time) (plog.Logs, stallCounts, []stall.Event) {
-	events, stalled := f.detector.Tick(now)
+	var events []stall.Event
+	var stalled []stall.Status
+	f.runs.all(func(run *runState) {
+		if run.stall != nil {
+			events, stalled = f.detector.Judge(run.stall, now, events, stalled)
+		}
+	})
+	stall.SortByRun(events, stalled)
 	ts := now.UnixNano()
 	var logs plog.Logs
 	var counts stallCounts
 	for i := range events {
 		ev := &events[i]
-		labels, ok := f.ranks.run(ev.Run)
-		if !ok {
+		run := f.runs.get(ev.Run)
+		labels := run.labels
+		if labels == nil {
 			continue // a run that never completed a step cannot stall
 		}
 		if logs == (plog.Logs{}) {
@@ -157,20 +169,21 @@ func (f *stallFeed) judge(now time.Time) (plog.Logs, stallCounts, []stall.Event)
 		// At the end of a stall every gauge of it goes to 0 once.
 		f.out.runGauge(idRunStalled, labels, ts, 0, string(ev.Kind))
 		for _, rank := range ev.Ranks() {
-			if l, ok := f.ranks.get(steps.Rank{Group: ev.Run, Rank: rank}); ok {
+			if l := run.rank(rank); l != nil {
 				f.out.gauge(idRankBehind, l, ts, 0)
 			}
 		}
 	}
 	for _, s := range stalled {
-		labels, ok := f.ranks.run(s.Run)
-		if !ok {
+		run := f.runs.get(s.Run)
+		labels := run.labels
+		if labels == nil {
 			continue
 		}
 		f.out.runGauge(idRunStalled, labels, ts, 1, string(s.Kind))
 		f.out.runGauge(idRunStallDuration, labels, ts, s.For.Seconds(), string(s.Kind))
 		for _, rank := range s.Culprits {
-			if l, ok := f.ranks.get(steps.Rank{Group: s.Run, Rank: rank}); ok {
+			if l := run.rank(rank); l != nil {
 				f.out.gauge(idRankBehind, l, ts, 1)
 			}
 		}

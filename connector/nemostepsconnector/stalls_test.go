@@ -42,6 +42,18 @@ func records(sink *consumertest.LogsSink) map[string][]plog.LogRecord {
 	return out
 }
 
+// hangRank5 sends four steps of an 8-rank synchronous job, then its fifth
+// with rank 5 stopped in its forward (the others block in grad sync).
+func hangRank5(h *harness, shape lensfixture.Shape) syncJob {
+	job := syncJob{run: "run-hang", world: 8}
+	for it := int64(1); it <= 4; it++ {
+		h.consume(job.batch(shape, it, lensfixture.WholeStep, allRanks(8)...))
+	}
+	h.ticks(1)
+	h.consume(hung(job.fixture(shape), map[int64]lensfixture.HangRole{5: lensfixture.Stopped})())
+	return job
+}
+
 func (h *harness) ticks(n int) {
 	for range n {
 		h.clk.Advance(time.Second)
@@ -56,12 +68,7 @@ func TestStallNamesTheStoppedRank(t *testing.T) {
 	for _, shape := range lensfixture.Shapes {
 		t.Run(shape.String(), func(t *testing.T) {
 			h, logs := stallHarness(t)
-			job := syncJob{run: "run-hang", world: 8}
-			for it := int64(1); it <= 4; it++ {
-				h.consume(job.batch(shape, it, lensfixture.WholeStep, allRanks(8)...))
-			}
-			h.ticks(1)
-			h.consume(hung(job.fixture(shape), map[int64]lensfixture.HangRole{5: lensfixture.Stopped})())
+			job := hangRank5(h, shape)
 			h.ticks(4)
 			assert.Empty(t, records(logs), "no stall before min_stall")
 			h.ticks(3)

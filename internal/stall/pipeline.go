@@ -50,7 +50,7 @@ type stageProgress struct {
 
 // pipelineStop finds the stage of the open iteration that stopped first,
 // and its ranks (those still inside their forward_backward).
-func (r *run) pipelineStop(open int64, progress func(*rankState) Phase) (PipelineStop, map[int64]bool) {
+func (r *RunState) pipelineStop(open int64, progress func(*rankState) Phase) (PipelineStop, map[int64]bool) {
 	stages := 0
 	for _, st := range r.ranks {
 		stages = max(stages, st.Stages)

@@ -23,6 +23,7 @@ import (
 type pipelineJob struct {
 	t   *testing.T
 	d   *Detector
+	r   *RunState
 	job lensfixture.PipelineJob
 	// stages: the size the ranks report (0: none, as a job whose ranks do
 	// not send it); microbatches, when set, what their step spans say.
@@ -41,7 +42,7 @@ type pipelineJob struct {
 func newPipelineJob(t *testing.T, p lensfixture.Pipeline, replicas int, edit ...func(*pipelineJob)) *pipelineJob {
 	ranks := lensfixture.PipelineRanks(lensfixture.Rank{Run: "run-pp", GPUsPerNode: 2}, p.Stages, replicas)
 	j := &pipelineJob{
-		t: t, d: New(defaultConfig, 0), stages: p.Stages,
+		t: t, d: New(defaultConfig), r: New(defaultConfig).NewRun(1, t0), stages: p.Stages,
 		job: lensfixture.PipelineJob{Run: lensfixture.Run{Ranks: ranks}, Pipeline: p, Replicas: replicas},
 	}
 	for _, e := range edit {
@@ -80,7 +81,7 @@ func (j *pipelineJob) feed(iteration int64, td ptrace.Traces) {
 	for _, rs := range td.ResourceSpans().All() {
 		rank := rs.Resource().Attributes().AsRaw()
 		r := lensfixtureRank(j.t, j.job.Run.Ranks, rank)
-		tr := j.d.Rank(1, len(j.job.Run.Ranks), Rank{Rank: r.Rank, Host: r.Host(), Process: r.InstanceID(), Stages: j.stages}, arrived)
+		tr := j.d.Rank(j.r, len(j.job.Run.Ranks), Rank{Rank: r.Rank, Host: r.Host(), Process: r.InstanceID(), Stages: j.stages}, arrived)
 		if j.summarized {
 			j.feedSummarized(tr, rs)
 			continue
@@ -170,7 +171,7 @@ func lensfixtureRank(t *testing.T, ranks []lensfixture.Rank, res map[string]any)
 func (j *pipelineJob) hang(replica int, stop lensfixture.PipelineStop) Event {
 	j.feed(j.next, j.job.HungIteration(j.next, replica, stop))
 	at := j.job.Run.StepStart(j.next).Add(2 * time.Minute)
-	events, _ := j.d.Tick(at)
+	events, _ := judge(j.d, at, j.r)
 	require.Len(j.t, events, 1)
 	return events[0]
 }

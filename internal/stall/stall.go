@@ -162,21 +162,22 @@ type Status struct {
 	Culprits []int64
 }
 
-// Detector follows every run it is fed.
+// Detector judges runs by their ranks' progress. It keeps nothing of a run
+// itself: the caller keeps each run's RunState (NewRun) with whatever else
+// it knows of the run, feeds it (Rank), judges it (Judge) and forgets it
+// under its own rule, keeping it while it is Stalled.
 type Detector struct {
-	cfg  Config
-	runs map[Run]*run
-	// idle is how long a run that sent nothing is kept.
-	idle time.Duration
+	cfg Config
 }
 
-// New returns a detector. A run that sends nothing for idle (and is not
-// stalled) is forgotten; zero keeps it for 24 hours.
-func New(cfg Config, idle time.Duration) *Detector {
-	return &Detector{cfg: cfg, runs: map[Run]*run{}, idle: cmp.Or(idle, 24*time.Hour)}
+// New returns a detector.
+func New(cfg Config) *Detector {
+	return &Detector{cfg: cfg}
 }
 
-type run struct {
+// RunState is what the detector knows of one run.
+type RunState struct {
+	id    Run
 	world int
 	ranks map[int64]*rankState
 	// lastDone is the highest completed iteration, doneAt when the
@@ -186,11 +187,19 @@ type run struct {
 	completed int
 	durations []time.Duration // ring of the last History step durations
 	next      int
-	seen      time.Time
 	// stall is the open stall, begun when doneAt was stalledSince.
 	stall        *Event
 	stalledSince time.Time
 }
+
+// NewRun is the state of run id, first heard of at now.
+func (*Detector) NewRun(id Run, now time.Time) *RunState {
+	return &RunState{id: id, ranks: map[int64]*rankState{}, lastDone: -1, doneAt: now}
+}
+
+// Stalled says the run is in a stall that has not ended: its caller keeps
+// it, however long it has sent nothing.
+func (r *RunState) Stalled() bool { return r.stall != nil }
 
 type rankState struct {
 	Rank
@@ -212,18 +221,7 @@ type rankState struct {
 	jobEnded  bool
 }
 
-func (d *Detector) runOf(id Run, world int, now time.Time) *run {
-	r := d.runs[id]
-	if r == nil {
-		r = &run{ranks: map[int64]*rankState{}, lastDone: -1, doneAt: now}
-		d.runs[id] = r
-	}
-	r.world = max(r.world, world)
-	r.seen = now
-	return r
-}
-
-func (r *run) rankOf(id Rank) *rankState {
+func (r *RunState) rankOf(id Rank) *rankState {
 	st := r.ranks[id.Rank]
 	if st == nil {
 		st = &rankState{Rank: id, stepIteration: -1, stage: -1}
@@ -246,16 +244,16 @@ func (r *run) rankOf(id Rank) *rankState {
 // one rank (a resource's) without looking it up for each.
 type Tracker struct {
 	d   *Detector
-	r   *run
+	r   *RunState
 	st  *rankState
 	now time.Time
 }
 
-// Rank looks a rank of the run runID up (creating it; world: the world
-// size the rank reports, 0 when none) for the spans that arrived at now,
-// the collector's clock.
-func (d *Detector) Rank(runID Run, world int, id Rank, now time.Time) Tracker {
-	r := d.runOf(runID, world, now)
+// Rank looks a rank of run r up (creating it; world: the world size the
+// rank reports, 0 when none) for the spans that arrived at now, the
+// collector's clock.
+func (d *Detector) Rank(r *RunState, world int, id Rank, now time.Time) Tracker {
+	r.world = max(r.world, world)
 	return Tracker{d: d, r: r, st: r.rankOf(id), now: now}
 }
 
@@ -332,7 +330,7 @@ type Span struct {
 // stepDone counts a completed step. A step of an iteration already counted
 // (another rank's, arriving later) changes nothing, unless a restarted rank
 // sends it: a job restarted from a checkpoint counts from there again.
-func (r *run) stepDone(st *rankState, iteration int64, d time.Duration, now time.Time, history int) {
+func (r *RunState) stepDone(st *rankState, iteration int64, d time.Duration, now time.Time, history int) {
 	if iteration <= r.lastDone && !st.restarted {
 		return
 	}
@@ -351,7 +349,7 @@ func (r *run) stepDone(st *rankState, iteration int64, d time.Duration, now time
 }
 
 // stallAfter is the silence that makes the run stalled.
-func (d *Detector) stallAfter(r *run) time.Duration {
+func (d *Detector) stallAfter(r *RunState) time.Duration {
 	if len(r.durations) == 0 {
 		return d.cfg.MinStall
 	}
@@ -361,34 +359,35 @@ func (d *Detector) stallAfter(r *run) time.Duration {
 	return max(d.cfg.MinStall, time.Duration(float64(median)*d.cfg.Factor))
 }
 
-// Tick judges every run at now: it returns the stalls that began and ended
-// since the last tick, and the state of every stalled run (for the gauges).
-func (d *Detector) Tick(now time.Time) (events []Event, stalled []Status) {
-	for id, r := range d.runs {
-		switch {
-		case r.stall != nil && r.doneAt.After(r.stalledSince):
-			ended := *r.stall
-			ended.Stalled, ended.For = false, r.doneAt.Sub(r.stalledSince)
-			events = append(events, ended)
-			r.stall = nil
-		case r.stall == nil && d.stalls(r, now):
-			ev := d.judge(id, r, now)
-			r.stall, r.stalledSince = &ev, r.doneAt
-			events = append(events, ev)
-		case r.stall == nil && now.Sub(r.seen) > d.idle:
-			delete(d.runs, id)
-			continue
-		}
-		if r.stall != nil {
-			stalled = append(stalled, Status{Run: id, Stalled: true, Kind: r.stall.Kind, For: now.Sub(r.doneAt), Culprits: r.stall.Ranks()})
-		}
+// Judge judges run r at now: it appends to events the stall that began or
+// ended since its last judgement, and to stalled the run's state while it
+// is stalled (for the gauges). A caller judging several runs sorts both by
+// run (SortByRun) for an output in a stable order.
+func (d *Detector) Judge(r *RunState, now time.Time, events []Event, stalled []Status) ([]Event, []Status) {
+	switch {
+	case r.stall != nil && r.doneAt.After(r.stalledSince):
+		ended := *r.stall
+		ended.Stalled, ended.For = false, r.doneAt.Sub(r.stalledSince)
+		events = append(events, ended)
+		r.stall = nil
+	case r.stall == nil && d.stalls(r, now):
+		ev := d.judge(r, now)
+		r.stall, r.stalledSince = &ev, r.doneAt
+		events = append(events, ev)
 	}
-	slices.SortFunc(events, func(a, b Event) int { return cmp.Compare(a.Run, b.Run) })
-	slices.SortFunc(stalled, func(a, b Status) int { return cmp.Compare(a.Run, b.Run) })
+	if r.stall != nil {
+		stalled = append(stalled, Status{Run: r.id, Stalled: true, Kind: r.stall.Kind, For: now.Sub(r.doneAt), Culprits: r.stall.Ranks()})
+	}
 	return events, stalled
 }
 
-func (d *Detector) stalls(r *run, now time.Time) bool {
+// SortByRun orders what Judge found over several runs by run.
+func SortByRun(events []Event, stalled []Status) {
+	slices.SortFunc(events, func(a, b Event) int { return cmp.Compare(a.Run, b.Run) })
+	slices.SortFunc(stalled, func(a, b Status) int { return cmp.Compare(a.Run, b.Run) })
+}
+
+func (d *Detector) stalls(r *RunState, now time.Time) bool {
 	if r.completed < d.cfg.WarmupSteps || r.ended() {
 		return false
 	}
@@ -396,7 +395,7 @@ func (d *Detector) stalls(r *run, now time.Time) bool {
 }
 
 // ended: every known rank's job span ended.
-func (r *run) ended() bool {
+func (r *RunState) ended() bool {
 	if len(r.ranks) == 0 {
 		return false
 	}
@@ -411,7 +410,7 @@ func (r *run) ended() bool {
 // wedged says every rank of the world is in the open iteration with a
 // collective started as its latest span (the gradient all-reduce's start, a
 // point-to-point transfer) and none finished the all-reduce.
-func (r *run) wedged(open int64, world int) bool {
+func (r *RunState) wedged(open int64, world int) bool {
 	if world == 0 || len(r.ranks) < world {
 		return false
 	}
@@ -431,10 +430,10 @@ func startsCollective(name string) bool {
 
 // judge finds the wavefront of the iteration after the last completed one
 // and, in a pipeline-parallel run, the stage that stopped first.
-func (*Detector) judge(id Run, r *run, now time.Time) Event {
+func (*Detector) judge(r *RunState, now time.Time) Event {
 	open := r.lastDone + 1
 	world := max(r.world, len(r.ranks))
-	ev := Event{Run: id, Stalled: true, Iteration: open, For: now.Sub(r.doneAt), World: world}
+	ev := Event{Run: r.id, Stalled: true, Iteration: open, For: now.Sub(r.doneAt), World: world}
 	progress := func(st *rankState) Phase {
 		switch {
 		case st == nil || st.stepIteration+1 < open:

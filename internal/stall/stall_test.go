@@ -35,13 +35,14 @@ var t0 = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 // job feeds a detector synchronous steps of world ranks, 4 ranks a host.
 type job struct {
 	d     *Detector
-	run   Run
+	r     *RunState
 	world int
 	now   time.Time // the step clock: the next step starts here
 }
 
 func newJob(world int) *job {
-	return &job{d: New(defaultConfig, 0), run: 1, world: world, now: t0}
+	d := New(defaultConfig)
+	return &job{d: d, r: d.NewRun(1, t0), world: world, now: t0}
 }
 
 func (*job) rank(r int64) Rank {
@@ -74,7 +75,7 @@ func (j *job) step(it int64, dur time.Duration, stopAt map[int64]Phase) {
 			if s.name == "megatron.train_step" {
 				info.Step, info.Iteration = true, it
 			}
-			j.d.Rank(j.run, j.world, j.rank(r), end.Add(exportDelay)).Span(info)
+			j.d.Rank(j.r, j.world, j.rank(r), end.Add(exportDelay)).Span(info)
 		}
 	}
 	j.now = start.Add(dur)
@@ -84,7 +85,7 @@ func (j *job) step(it int64, dur time.Duration, stopAt map[int64]Phase) {
 func (j *job) tickUntil(at time.Time) []Event {
 	var events []Event
 	for now := j.now; !now.After(at); now = now.Add(time.Second) {
-		ev, _ := j.d.Tick(now)
+		ev, _ := judge(j.d, now, j.r)
 		events = append(events, ev...)
 	}
 	j.now = at
@@ -179,6 +180,7 @@ func TestEvenPauseIsPausedNotBehind(t *testing.T) {
 	assert.Equal(t, Paused, events[0].Kind)
 	assert.Empty(t, events[0].Culprits)
 	assert.Equal(t, int64(10), events[0].Iteration)
+	assert.True(t, j.r.Stalled(), "kept by its caller while stalled")
 
 	// Training resumes: the next step ends the stall.
 	j.step(10, time.Second, nil)
@@ -186,8 +188,9 @@ func TestEvenPauseIsPausedNotBehind(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.False(t, events[0].Stalled)
 	assert.Greater(t, events[0].For, 3*time.Minute)
-	_, stalled := j.d.Tick(j.now)
+	_, stalled := judge(j.d, j.now, j.r)
 	assert.Empty(t, stalled)
+	assert.False(t, j.r.Stalled(), "its caller may forget it")
 }
 
 func TestNotFooled(t *testing.T) {
@@ -216,7 +219,7 @@ func TestNotFooled(t *testing.T) {
 			j.step(it, time.Second, nil)
 		}
 		for r := range int64(4) {
-			j.d.Rank(j.run, 4, j.rank(r), j.now).Span(Span{Name: "megatron.pretrain", Job: true, Start: t0.UnixNano(), End: j.now.UnixNano()})
+			j.d.Rank(j.r, 4, j.rank(r), j.now).Span(Span{Name: "megatron.pretrain", Job: true, Start: t0.UnixNano(), End: j.now.UnixNano()})
 		}
 		assert.Empty(t, j.tickUntil(j.now.Add(10*time.Minute)))
 	})
@@ -230,7 +233,7 @@ func TestNotFooled(t *testing.T) {
 		j.step(5, time.Second, map[int64]Phase{2: PhaseForward})
 		restarted := j.rank(2)
 		restarted.Process = "pid-2-restarted"
-		j.d.Rank(j.run, 4, restarted, j.now).Span(Span{Name: "megatron.model_init", Start: j.now.UnixNano(), End: j.now.UnixNano()})
+		j.d.Rank(j.r, 4, restarted, j.now).Span(Span{Name: "megatron.model_init", Start: j.now.UnixNano(), End: j.now.UnixNano()})
 		events := j.tickUntil(j.now.Add(2 * time.Minute))
 		require.Len(t, events, 1)
 		assert.Equal(t, Paused, events[0].Kind, "the restarted rank is not a culprit once it reports")
@@ -269,12 +272,14 @@ func TestPhaseOf(t *testing.T) {
 // defaultConfig is the presets' defaults.
 var defaultConfig = Config{MinStall: DefaultMinStall, Factor: DefaultFactor, WarmupSteps: DefaultWarmupSteps, History: DefaultHistory}
 
-func TestIdleRunsAreForgotten(t *testing.T) {
-	d := New(defaultConfig, time.Hour)
-	d.Rank(7, 2, Rank{Rank: 0}, t0).Span(Span{Name: "megatron.model_init", Start: t0.UnixNano(), End: t0.UnixNano()})
-	require.Len(t, d.runs, 1)
-	d.Tick(t0.Add(30 * time.Minute))
-	assert.Len(t, d.runs, 1)
-	d.Tick(t0.Add(61 * time.Minute))
-	assert.Empty(t, d.runs)
+// judge judges runs at now as the detector's caller does: run by run,
+// then in the runs' order.
+func judge(d *Detector, now time.Time, runs ...*RunState) ([]Event, []Status) {
+	var events []Event
+	var stalled []Status
+	for _, r := range runs {
+		events, stalled = d.Judge(r, now, events, stalled)
+	}
+	SortByRun(events, stalled)
+	return events, stalled
 }

@@ -56,8 +56,12 @@ func BenchmarkStatePerRank(b *testing.B) {
 
 // fillDetector is a detector that follows statePerRankRuns runs of
 // statePerRankWorld ranks.
-func fillDetector() *Detector {
-	d := New(defaultConfig, 0)
+func fillDetector() []*RunState {
+	d := New(defaultConfig)
+	runs := make([]*RunState, statePerRankRuns)
+	for i := range runs {
+		runs[i] = d.NewRun(Run(i+1), t0)
+	}
 	start := t0
 	const step = time.Second
 	for it := range int64(statePerRankSteps + 1) {
@@ -65,7 +69,7 @@ func fillDetector() *Detector {
 		for run := range Run(statePerRankRuns) {
 			for r := range int64(statePerRankWorld) {
 				id := Rank{Rank: r, Host: fmt.Sprintf("node%04d", r/8), Process: fmt.Sprintf("run-%d-rank%d", run, r)}
-				tr := d.Rank(run+1, statePerRankWorld, id, start.Add(step))
+				tr := d.Rank(runs[run], statePerRankWorld, id, start.Add(step))
 				for i, name := range stateSpans {
 					end := start.Add(time.Duration(i+1) * step / 10)
 					tr.Span(Span{Name: strings.Clone(name), Start: start.UnixNano(), End: end.UnixNano()})
@@ -77,5 +81,5 @@ func fillDetector() *Detector {
 		}
 		start = start.Add(step)
 	}
-	return d
+	return runs
 }
