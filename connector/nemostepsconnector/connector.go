@@ -28,15 +28,16 @@ type none = struct{}
 
 // stepsConnector reads every rank's spans with the step engine and hands
 // what it finds to its feeds (feed.go): the step metrics, and the stall
-// detector and goodput when on. It is the engine's Listener; it sends what
+// detector and goodput when on. It is the engine's Observer; it sends what
 // the feeds collect from the engine's ticker. It is safe for concurrent
 // use.
 type stepsConnector struct {
-	steps.Base[none, none]
 	engine *steps.Engine[none, none]
 	reader *steps.Reader
 	runs   *runTable
-	steps  *stepMetrics
+	// run is the run of the resource being walked.
+	run   *runState
+	steps *stepMetrics
 	// feeds are steps, then the stall detector and goodput when on.
 	feeds  []feed
 	stalls bool // the stall detector is on
@@ -56,7 +57,10 @@ type stepsConnector struct {
 	stalled stallCounts
 }
 
-var _ connector.Traces = (*stepsConnector)(nil)
+var (
+	_ connector.Traces     = (*stepsConnector)(nil)
+	_ steps.Observer[none] = (*stepsConnector)(nil)
+)
 
 // newConnector builds the connector of a config the collector validated.
 func newConnector(set connector.Settings, cfg *Config, clk clock.Clock) (*stepsConnector, error) {
@@ -74,7 +78,7 @@ func newConnector(set connector.Settings, cfg *Config, clk clock.Clock) (*stepsC
 		tel:    tel,
 		out:    out,
 	}
-	c.engine, err = steps.New(steps.Config{
+	c.engine, err = steps.Observe(steps.Config{
 		Spans: cfg.Spans, WaitSpans: cfg.WaitSpans, Waits: cfg.Waits,
 		Scores: true, History: cfg.History, DecidedSize: decidedCacheSize,
 		OverBudget: func(n steps.Counts) bool { return n.OpenRankSteps > cfg.MaxOpenRankSteps },
@@ -148,16 +152,22 @@ func (c *stepsConnector) Shutdown(context.Context) error {
 	return nil
 }
 
-// Arrived: the span's run is looked up (once per resource), a step span
-// gives its rank's labels, which the feeds read; then every feed gets the
-// span.
+// Resource looks the resource's run up and tells every feed.
+func (c *stepsConnector) Resource(r *steps.Resource) {
+	c.run = c.runs.at(r)
+	for _, f := range c.feeds {
+		f.resource(c.run, r)
+	}
+}
+
+// Arrived: a step span gives its rank's labels, which the feeds read; then
+// every feed gets the span.
 func (c *stepsConnector) Arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) {
-	run := c.runs.at(r)
 	if step.Is {
-		c.runs.atStep(run, r)
+		c.runs.atStep(c.run, r)
 	}
 	for _, f := range c.feeds {
-		f.arrived(run, r, s, step)
+		f.arrived(c.run, r, s, step)
 	}
 }
 

@@ -19,8 +19,11 @@ import (
 // hands each engine call to all of them, in that order. Called under the
 // engine's lock.
 type feed interface {
-	// arrived is one span of an identified rank of run, with what the
-	// engine recognized in it.
+	// resource is a resource of an identified rank of run, about to be
+	// walked: what the feed looked up of the one before is stale.
+	resource(run *runState, r *steps.Resource)
+	// arrived is one span of the resource, with what the engine recognized
+	// in it.
 	arrived(run *runState, r *steps.Resource, s ptrace.Span, step steps.StepSpan)
 	// decided is a step the engine decided.
 	decided(d *steps.Decision[none])

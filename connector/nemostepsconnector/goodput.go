@@ -31,10 +31,11 @@ type goodputFeed struct {
 	jobSpans               []string
 	runs                   *runTable
 	out                    *pointWriter
-	// The resource read last (steps.Resource.Seq) and its rank's process.
-	seq     uint64
-	process goodput.Process
-	scratch map[int64]int64
+	// The process of the rank of the resource being walked, looked up at
+	// its first span (hasProcess).
+	process    goodput.Process
+	hasProcess bool
+	scratch    map[int64]int64
 	// kinds caches kindOf by span name: a job sends a few dozen names, and
 	// one map lookup per span is cheaper than the four lists' matching.
 	kinds map[string]goodput.SpanKind
@@ -61,16 +62,18 @@ func newGoodputFeed(cfg *GoodputConfig, decisionWait time.Duration, runs *runTab
 	}
 }
 
-// arrived feeds one span of an identified rank; the rank's process is
-// looked up once per resource.
+// resource: the rank's process is looked up at the resource's first span.
+func (f *goodputFeed) resource(*runState, *steps.Resource) { f.hasProcess = false }
+
+// arrived feeds one span of an identified rank.
 func (f *goodputFeed) arrived(run *runState, r *steps.Resource, s ptrace.Span, _ steps.StepSpan) {
-	if f.seq != r.Seq {
+	if !f.hasProcess {
 		if run.goodput == nil {
 			run.goodput = &goodputRun{acct: goodput.NewRun(goodput.DefaultLimits), lastEmit: r.At}
 		}
 		run.goodput.emitted = false
 		_, process := f.runs.process(r)
-		f.seq, f.process = r.Seq, run.goodput.acct.Process(r.Rank.Rank, process)
+		f.process, f.hasProcess = run.goodput.acct.Process(r.Rank.Rank, process), true
 	}
 	f.process.Span(f.kindOf(s.Name()), steps.Nanos(s.StartTimestamp()), steps.Nanos(s.EndTimestamp()))
 }

@@ -122,7 +122,8 @@ func stepExemplar(dp pmetric.NumberDataPoint, iteration int64, r *steps.RankStep
 	ex.FilteredAttributes().PutInt(runrecords.StepIteration, iteration)
 }
 
-// arrived: the step metrics come from decided steps only.
+// resource and arrived: the step metrics come from decided steps only.
+func (*stepMetrics) resource(*runState, *steps.Resource)                             {}
 func (*stepMetrics) arrived(*runState, *steps.Resource, ptrace.Span, steps.StepSpan) {}
 
 // tick flushes the interval when it is over, and at the last tick.

@@ -94,11 +94,10 @@ type runTable struct {
 	// steps.MaxRememberedRanks a new rank's are not kept (its points are
 	// not written) until a run is forgotten.
 	rankLabels int
-	// The resource walked last (steps.Resource.Seq): its run, whether its
-	// labels were read (stepSeq), and its host and process identity, which
+	// Of the resource being walked: whether its rank's labels were read,
+	// and its host and process identity (read when first asked for), which
 	// the stall and goodput feeds read.
-	seq, stepSeq        uint64
-	cur                 *runState
+	labelsRead          bool
 	procHost, procIdent string
 }
 
@@ -106,19 +105,15 @@ func newRunTable(cfg *Config) *runTable {
 	return &runTable{id: newIdentity(cfg), runs: make(map[uint64]*runState)}
 }
 
-// at is the run of the resource walked, created when new, looked up once
-// per resource.
+// at is the run of a resource about to be walked, created when new.
 func (t *runTable) at(r *steps.Resource) *runState {
-	if t.cur != nil && t.seq == r.Seq {
-		return t.cur
-	}
 	run := t.runs[r.Group]
 	if run == nil {
 		run = &runState{group: r.Group, ranks: make(map[int64]*rankLabels)}
 		t.runs[r.Group] = run
 	}
 	run.seen = r.At
-	t.seq, t.cur, t.procIdent = r.Seq, run, ""
+	t.labelsRead, t.procIdent = false, ""
 	return run
 }
 
@@ -129,10 +124,10 @@ func (t *runTable) get(group uint64) *runState { return t.runs[group] }
 // (one comparison per attribute when they did not change) and makes them
 // the run's.
 func (t *runTable) atStep(run *runState, r *steps.Resource) {
-	if t.stepSeq == r.Seq {
+	if t.labelsRead {
 		return // a resource holds many step spans of one rank
 	}
-	t.stepSeq = r.Seq
+	t.labelsRead = true
 	prev := run.ranks[r.Rank.Rank]
 	l := t.id.labelsFor(prev, r.Attrs, r.Rank.Rank)
 	run.labels = l
@@ -149,9 +144,9 @@ func (t *runTable) atStep(run *runState, r *steps.Resource) {
 }
 
 // process is the host and process identity (processOf) of the resource
-// walked, read once per resource.
+// being walked, read once per resource.
 func (t *runTable) process(r *steps.Resource) (host, process string) {
-	if t.seq != r.Seq || t.procIdent == "" {
+	if t.procIdent == "" {
 		t.procHost, t.procIdent = processOf(r.Attrs)
 	}
 	return t.procHost, t.procIdent
@@ -190,7 +185,4 @@ func (t *runTable) forget(now time.Time) {
 func (t *runTable) drop(group uint64, run *runState) {
 	delete(t.runs, group)
 	t.rankLabels -= len(run.ranks)
-	if t.cur == run {
-		t.cur = nil
-	}
 }

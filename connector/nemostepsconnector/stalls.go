@@ -49,10 +49,10 @@ type stallFeed struct {
 	runs     *runTable
 	out      *pointWriter
 	logger   *zap.Logger
-	// The resource read last (steps.Resource.Seq) and its rank in the
-	// detector, looked up at its first span the detector reads.
-	seq     uint64
+	// The rank of the resource being walked, in the detector: looked up
+	// at the first span the detector reads (tracked).
 	tracker stall.Tracker
+	tracked bool
 }
 
 // stallCounts are the stalls found, by kind: behind, paused, wedged.
@@ -72,6 +72,11 @@ func newStallFeed(cfg *StallsConfig, spans *steps.Recognizer, runs *runTable, ou
 	}
 }
 
+// resource: the rank of a new resource is looked up at its first span the
+// detector reads, so that a resource with none (no Megatron span) does not
+// make its rank one the detector follows.
+func (f *stallFeed) resource(*runState, *steps.Resource) { f.tracked = false }
+
 // arrived feeds the detector one span of an identified rank: the job
 // spans, the step spans and every Megatron span's place in the step. The
 // rank is looked up once per resource, at the batch's time.
@@ -85,13 +90,13 @@ func (f *stallFeed) arrived(run *runState, r *steps.Resource, s ptrace.Span, ste
 	case !strings.HasPrefix(name, "megatron."):
 		return
 	}
-	if f.seq != r.Seq {
+	if !f.tracked {
 		if run.stall == nil {
 			run.stall = f.detector.NewRun(r.Group, r.At)
 		}
 		host, process := f.runs.process(r)
 		id := stall.Rank{Rank: r.Rank.Rank, Host: host, Process: process, Stages: rankattr.PipelineSize(r.Attrs)}
-		f.seq, f.tracker = r.Seq, f.detector.Rank(run.stall, int(r.WorldSize), id, r.At)
+		f.tracker, f.tracked = f.detector.Rank(run.stall, int(r.WorldSize), id, r.At), true
 	}
 	tr := f.tracker
 	if tr.NeedsStage() {

@@ -28,7 +28,7 @@ const MaxRememberedRanks = 1 << 18
 // follows it.
 const DefaultDecidedSize = 16384
 
-// Config is what an Engine needs besides its listener.
+// Config is what an Engine needs besides its user (an Observer or a Holder).
 type Config struct {
 	// Spans name the step spans; WaitSpans the spans a rank waits in
 	// (Scoring.WaitSpans).
@@ -38,7 +38,7 @@ type Config struct {
 	// waits for its step span (span_wait, Waits.Span).
 	Waits Waits
 	// Scores opens a step at its first step span and decides and scores it
-	// (Listener.Decided); without it the engine only places spans.
+	// (Observer.Decided); without it the engine only places spans.
 	Scores bool
 	// History is how many of a rank's recent busy times its individual
 	// score compares with.
@@ -46,7 +46,7 @@ type Config struct {
 	// DecidedSize is how many decided steps are remembered (0:
 	// DefaultDecidedSize).
 	DecidedSize int
-	// OverBudget says whether the engine and its listener hold too much:
+	// OverBudget says whether the engine and its holder hold too much:
 	// then the oldest open step is decided early, or the spans that waited
 	// longest for their step span give up, until it says no. nil: no
 	// budget beyond span_wait.
@@ -76,7 +76,7 @@ type Counts struct {
 // start time (the step span, a compute or wait span in it, or outside every
 // step), keeps the open steps until every rank reported or decision_wait
 // is over, scores them on busy time, handles late ranks and its memory
-// budget, runs the ticker, and tells its Listener. It is safe for
+// budget, runs the ticker, and tells its user (an Observer or a Holder, roles.go). It is safe for
 // concurrent use: batches from several receivers, and its ticker.
 type Engine[P, D any] struct {
 	cfg    Config
@@ -84,7 +84,7 @@ type Engine[P, D any] struct {
 	clk    clock.Clock
 	epoch  time.Time
 	logger *zap.Logger
-	l      Listener[P, D]
+	l      Holder[P, D]
 
 	mu      sync.Mutex
 	closed  bool
@@ -115,7 +115,7 @@ type rankState[P any] struct {
 }
 
 // waitingSpan is a span that waits for its step span: a wait interval for
-// the rank's busy time, and what the listener keeps of it.
+// the rank's busy time, and what the holder keeps of it.
 type waitingSpan[P any] struct {
 	iv     stepbusy.Interval
 	isWait bool
@@ -126,8 +126,14 @@ type waitingSpan[P any] struct {
 	seq uint64
 }
 
-// New returns an engine on clk that tells l. It starts its ticker at Start.
-func New[P, D any](cfg Config, l Listener[P, D], clk clock.Clock, logger *zap.Logger) (*Engine[P, D], error) {
+// Observe returns an engine on clk for an Observer, which walks every
+// resource without keep. It starts its ticker at Start.
+func Observe[D any](cfg Config, o Observer[D], clk clock.Clock, logger *zap.Logger) (*Engine[struct{}, D], error) {
+	return New[struct{}, D](cfg, observing[D]{o}, clk, logger)
+}
+
+// New returns an engine on clk for a Holder. It starts its ticker at Start.
+func New[P, D any](cfg Config, l Holder[P, D], clk clock.Clock, logger *zap.Logger) (*Engine[P, D], error) {
 	spans, err := NewRecognizer(cfg.Spans, cfg.WaitSpans)
 	if err != nil {
 		return nil, err

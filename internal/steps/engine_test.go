@@ -22,11 +22,11 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
-// recorder is a listener that writes down what the engine tells it: every
+// recorder is a holder that writes down what the engine tells it: every
 // span placed, kept waiting and resolved as "rank/name kind iteration",
 // every decision.
 type recorder struct {
-	Base[string, int]
+	Base[int]
 	keep      bool
 	placed    []string
 	waited    []string
@@ -419,5 +419,61 @@ func TestSummariesAreStepsAndVersioned(t *testing.T) {
 		for _, r := range d.Ranks {
 			assert.Equal(t, int64(lensfixture.DefaultStep.Compute+lensfixture.DefaultStep.Optimizer), r.Score.Busy)
 		}
+	}
+}
+
+// observer is an Observer that writes down what the engine tells it.
+type observer struct {
+	seen      []string
+	decisions int
+}
+
+func (o *observer) Resource(r *Resource) {
+	o.seen = append(o.seen, fmt.Sprintf("resource %d", r.Rank.Rank))
+}
+func (o *observer) Arrived(r *Resource, s ptrace.Span, _ StepSpan) {
+	o.seen = append(o.seen, fmt.Sprintf("%d/%s", r.Rank.Rank, s.Name()))
+}
+func (o *observer) Decided(*Decision[int]) { o.decisions++ }
+func (*observer) Tick(time.Time, bool)     {}
+func (*observer) Send(*Stats, bool) error  { return nil }
+
+// An Observer is told of each resource once, before its spans, of every
+// span in batch order, and of every step decided (at the tick after its
+// last rank reported); it holds nothing. In the four shapes.
+func TestObserverSeesEveryResourceAndSpan(t *testing.T) {
+	for _, shape := range lensfixture.Shapes {
+		t.Run(shape.String(), func(t *testing.T) {
+			o := &observer{}
+			cfg := Config{Spans: DefaultSpans(), WaitSpans: DefaultWaitSpans(), Waits: DefaultWaits(), Scores: true, History: DefaultHistory}
+			clk := clocktest.NewFake()
+			e, err := Observe[int](cfg, o, clk, zap.NewNop())
+			require.NoError(t, err)
+			e.Start(time.Second)
+			run := job(shape, 2)
+			td := run.Iteration(1)
+			var want []string
+			for _, rs := range td.ResourceSpans().All() {
+				id, _ := reader.Read(rs.Resource().Attributes())
+				want = append(want, fmt.Sprintf("resource %d", id.Rank.Rank))
+				for _, ss := range rs.ScopeSpans().All() {
+					for _, s := range ss.Spans().All() {
+						want = append(want, fmt.Sprintf("%d/%s", id.Rank.Rank, s.Name()))
+					}
+				}
+			}
+			_, ok := e.Consume(func(b *Batch[struct{}, int]) {
+				for _, rs := range td.ResourceSpans().All() {
+					id, _ := reader.Read(rs.Resource().Attributes())
+					b.Walk(rs, id, false)
+				}
+			})
+			require.True(t, ok)
+			assert.Equal(t, want, o.seen)
+			clk.Advance(time.Second)
+			assert.Equal(t, 1, o.decisions, "both ranks reported: decided at the next tick")
+			assert.Equal(t, 2, td.ResourceSpans().Len(), "nothing held")
+			require.NoError(t, e.Shutdown())
+		})
 	}
 }

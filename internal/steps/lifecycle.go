@@ -15,7 +15,7 @@ import (
 // Start starts the engine's ticker: every tenth of the shorter of
 // decision_wait and span_wait (at most a second), or every tick when set,
 // the due steps are decided, the spans that waited span_wait for their step
-// span in vain expire, and the listener ticks and sends.
+// span in vain expire, and the user ticks and sends.
 func (e *Engine[P, D]) Start(tick time.Duration) {
 	if tick <= 0 {
 		tick = clock.TickEvery(min(e.cfg.Waits.DecisionWait, e.cfg.Waits.Span()))
@@ -24,7 +24,7 @@ func (e *Engine[P, D]) Start(tick time.Duration) {
 }
 
 // Shutdown stops the ticker, decides every open step with the ranks it
-// has, expires every waiting span, and has the listener tick and send a
+// has, expires every waiting span, and has the user tick and send a
 // last time before it returns, so that nothing decided is left behind.
 // Later batches are not walked (Consume reports false).
 func (e *Engine[P, D]) Shutdown() error {
@@ -75,7 +75,7 @@ func (e *Engine[P, D]) expire(through time.Duration, why Expiry) {
 }
 
 // giveUp removes a rank's waiting spans that which says, and tells the
-// listener of those it kept; kept counts them.
+// holder of those it kept; kept counts them.
 func (e *Engine[P, D]) giveUp(rank Rank, st *rankState[P], why Expiry, kept *int64, which func(w waitingSpan[P], arrived time.Duration) bool) {
 	n := st.waiting.RemoveIf(func(w waitingSpan[P], _ int64, arrived time.Duration) bool {
 		if !which(w, arrived) {
@@ -113,8 +113,8 @@ func (e *Engine[P, D]) settle(rank Rank, w waitingSpan[P], iteration int64, wher
 }
 
 // TakeWaiting gives take every span of rank that waits for its step span
-// with what the listener kept of it, and removes those take says. For a
-// listener's Decided (the engine's lock is held).
+// with what the holder kept of it, and removes those take says. For a
+// holder's Decided (the engine's lock is held).
 func (e *Engine[P, D]) TakeWaiting(rank Rank, take func(item P, start int64) bool) {
 	st, ok := e.ranks.Get(rank)
 	if !ok {
@@ -139,7 +139,7 @@ func (e *Engine[P, D]) enforceBudget() {
 			continue
 		}
 		if !waiting {
-			return // what is left is the listener's own
+			return // what is left is the holder's own
 		}
 		st, _ := e.ranks.Get(rank)
 		var kept int64

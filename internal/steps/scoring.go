@@ -100,7 +100,7 @@ func (e *Engine[P, D]) addWait(key Step, rank int64, iv stepbusy.Interval) {
 	e.counts.Waits++
 }
 
-// placement is where a span of the step key is, as a listener sees it.
+// placement is where a span of the step key is, as its user sees it.
 func (e *Engine[P, D]) placement(key Step, kind Kind) Placement[D] {
 	p := Placement[D]{Kind: kind}
 	if kind == KindOutside {
@@ -124,7 +124,7 @@ func (e *Engine[P, D]) placement(key Step, kind Kind) Placement[D] {
 // decide scores every rank that reported the step on its busy time (the
 // step span minus its waits) against the step's fastest, its first
 // decision's ranks included, and against its own recent steps, and tells
-// the listener.
+// the user.
 func (e *Engine[P, D]) decide(o *Open[Step, openStep[D]], cause Cause) {
 	v := &o.Value
 	e.counts.OpenRankSteps -= len(v.ranks)

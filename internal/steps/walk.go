@@ -50,9 +50,9 @@ func (b *Batch[P, D]) Skip(rs ptrace.ResourceSpans, status rankattr.Status) {
 
 // Walk ties every span of rs, a resource of the rank id, to its rank's
 // step, recording step and wait spans for the step's scores, and tells the
-// listener: Arrived for every span in batch order; with keep, Placed for
-// every span the rank's steps place now and Wait for the others, which
-// then wait for their step span (Resolved). Spans end, and so are
+// engine's user: Resource first, Arrived for every span in batch order;
+// with keep (a Holder's), Placed for every span the rank's steps place now
+// and Wait for the others, which then wait for their step span (Resolved). Spans end, and so are
 // exported, children first: a step's spans come before its step span. So
 // each step span is recorded before the spans that precede it in its scope
 // are placed; that way a batch of many steps of a rank places each span
@@ -63,7 +63,8 @@ func (b *Batch[P, D]) Walk(rs ptrace.ResourceSpans, id Identity, keep bool) {
 	b.res = Resource{Identity: id, Seq: b.res.Seq + 1, Attrs: rs.Resource().Attributes(), Arrival: b.arrival, At: b.at}
 	b.keep = keep
 	b.st = e.rank(id.Rank)
-	// The scopes' span lists, taken first: a listener keeping spans may
+	e.l.Resource(&b.res)
+	// The scopes' span lists, taken first: a holder keeping spans may
 	// move the resource out of its batch while it is walked (Wait).
 	b.scopes = b.scopes[:0]
 	for _, ss := range rs.ScopeSpans().All() {
@@ -208,7 +209,7 @@ type pendingRef struct {
 }
 
 // placed records a placed span: a wait in its step for the rank's busy
-// time, and tells the listener when the resource is kept.
+// time, and tells the holder when the resource is kept.
 func (b *Batch[P, D]) placed(ref SpanRef, isWait bool, iteration int64, where Place) {
 	e := b.e
 	kind := KindOutside

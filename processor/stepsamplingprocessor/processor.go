@@ -31,7 +31,7 @@ type none = struct{}
 
 // stepSamplingProcessor keeps the sampled steps of every rank. The step
 // engine (internal/steps) places every span in its rank's step; this
-// processor is its listener and keeps only its policy: a rank step is kept
+// processor is its holder and keeps only its policy: a rank step is kept
 // when its iteration is in the sample, or it holds an error or a straggler
 // (decide.go). Spans whose step span has not come wait in the engine; when
 // it comes, they are passed on at once in a request of their own
@@ -39,7 +39,7 @@ type none = struct{}
 // for concurrent use: batches from several receivers, and the engine's
 // ticker.
 type stepSamplingProcessor struct {
-	steps.Base[steps.Held, none]
+	steps.Base[none]
 	keepAll  bool
 	sampler  *stepSampler
 	reader   *steps.Reader

@@ -4,12 +4,12 @@
 // Package stragglers is rank_strategy's straggler retention: it holds the
 // step subtrees of the ranks the strategy drops until their step is
 // decided, and keeps a rank's step when it straggled, marked with its
-// scores. It is a listener of the step engine (internal/steps), which
+// scores. It is a holder of the step engine (internal/steps), which
 // walks the spans, places them in steps and scores the steps on busy time;
 // this package keeps only its policy: which held ranks to keep.
 //
 // This file is the face rank_strategy calls (Consume with Hold and
-// ObserveKept, Start, Shutdown) and the engine's listener; held.go holds
+// ObserveKept, Start, Shutdown) and the engine's holder; held.go holds
 // spans in their steps and keeps the budget; decide.go is the policy;
 // output.go passes the kept spans on.
 package stragglers // import "github.com/nemo-lens/otelcol-nemo/processor/rankstrategyprocessor/internal/stragglers"
@@ -76,7 +76,7 @@ type Tally struct {
 
 // Buffer is straggler retention. It is safe for concurrent use.
 type Buffer struct {
-	steps.Base[steps.Held, decision]
+	steps.Base[decision]
 	engine      *steps.Engine[steps.Held, decision]
 	thresholds  stepbusy.Thresholds
 	maxHeld     int
@@ -270,4 +270,4 @@ func (b *Buffer) Send(_ *steps.Stats, final bool) error {
 	return nil
 }
 
-var _ steps.Listener[steps.Held, decision] = (*Buffer)(nil)
+var _ steps.Holder[steps.Held, decision] = (*Buffer)(nil)

@@ -27,13 +27,15 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
-// verdicts is a listener that writes down every rank's scores, by
+// verdicts is an observer that writes down every rank's scores, by
 // iteration and rank: what a gateway's step metrics and straggler verdicts
 // are made of.
 type verdicts struct {
-	steps.Base[struct{}, struct{}]
+	steps.Base[struct{}]
 	scores map[[2]int64]stepbusy.Score
 }
+
+func (*verdicts) Send(*steps.Stats, bool) error { return nil }
 
 func (v *verdicts) Decided(d *steps.Decision[struct{}]) {
 	for _, r := range d.Ranks {
@@ -44,7 +46,7 @@ func (v *verdicts) Decided(d *steps.Decision[struct{}]) {
 func judge(t *testing.T, clk *clocktest.Fake) (*steps.Engine[struct{}, struct{}], *verdicts) {
 	t.Helper()
 	v := &verdicts{scores: map[[2]int64]stepbusy.Score{}}
-	e, err := steps.New(steps.Config{
+	e, err := steps.Observe(steps.Config{
 		Spans: steps.DefaultSpans(), WaitSpans: steps.DefaultWaitSpans(), Waits: steps.DefaultWaits(),
 		Scores: true, History: steps.DefaultHistory,
 	}, v, clk, zap.NewNop())

@@ -13,27 +13,61 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
 )
 
-// Listener is a user of an Engine: its policy, in the spirit of
-// tail_sampling's policy evaluator. The engine walks the spans, places them
-// in steps, keeps and scores the steps, and calls the listener; the
-// listener decides what to keep or emit. Every method but Send is called
-// with the engine's lock held: it must not block or call into the engine,
-// except where a method says so. P is what the listener keeps of a span
-// that waits for its step span; D is what it remembers of a decided step.
+// An engine's user plays one of two roles, in the spirit of tail_sampling's
+// policy evaluator: the engine walks the spans, places them in steps, keeps
+// and scores the steps, and tells its user; the user keeps only its policy.
 //
-// Embed Base for the methods a listener has no use for.
-type Listener[P, D any] interface {
-	// Arrived is one span of an identified rank, in the order of its batch,
+//   - An Observer follows the steps: every span as it arrives and every
+//     step decided. It holds no span (nemo_steps: step metrics, stalls,
+//     goodput). Five methods.
+//   - A Holder is an Observer that also holds spans until it knows their
+//     step (rank_strategy's straggler retention, step_sampling): it is told
+//     where each span of a resource it keeps belongs, and keeps what it
+//     needs of a span that waits for its step span. Three methods more.
+//
+// Every method but Send is called with the engine's lock held: it must not
+// block or call into the engine, except where a method says so. D is what
+// the user remembers of a decided step.
+type Observer[D any] interface {
+	// Resource is the resource about to be walked, called once before its
+	// spans: what the user looks up once per resource (its run, its rank,
+	// the rank's process) goes here.
+	Resource(r *Resource)
+
+	// Arrived is one span of the resource, in the order of its batch,
 	// before it is placed: step says whether it is the rank's step span
-	// (and of which iteration). Listeners that follow a rank's progress
-	// span by span (the stall detector) read it here.
+	// (and of which iteration). Users that follow a rank's progress span
+	// by span (the stall detector) read it here.
 	Arrived(r *Resource, s ptrace.Span, step StepSpan)
 
-	// Placed says where a span of a resource walked with keep (see
-	// Batch.Walk) belongs, while its batch is being walked.
+	// Decided is a step decided, with every rank that reported it, scored.
+	// The user may remember what it decided in *d.Value: a rank that
+	// reports after the decision reopens the step, and its late spans find
+	// the value in Placement.Decided. A Holder may call Engine.TakeWaiting.
+	Decided(d *Decision[D])
+
+	// Tick is the engine's ticker (final: the collector stops), after the
+	// due steps were decided and the spans that waited too long expired:
+	// the user judges what it judges over time and collects what it sends.
+	Tick(now time.Time, final bool)
+
+	// Send passes on what the user collected, and counts st, the engine's
+	// work since the last Send; it runs without the engine's lock, so that
+	// a slow consumer does not hold up the batches.
+	Send(st *Stats, final bool) error
+}
+
+// Holder is an Observer that holds spans: the spans of a resource it walks
+// with keep (Batch.Walk) are placed for it in their steps. P is what it
+// keeps of a span that waits for its step span.
+type Holder[P, D any] interface {
+	Observer[D]
+
+	// Placed says where a span of a resource walked with keep belongs,
+	// while its batch is being walked.
 	Placed(r *Resource, s SpanRef, at Placement[D])
 
-	// Wait is what the listener keeps of a span of a resource walked with
+	// Wait is what the holder keeps of a span of a resource walked with
 	// keep whose step span has not come: called once the resource's other
 	// spans are placed.
 	Wait(r *Resource, s SpanRef) P
@@ -41,45 +75,28 @@ type Listener[P, D any] interface {
 	// Resolved says where a span that waited belongs once its step span
 	// came (a later batch), or that it waited in vain (KindExpired).
 	Resolved(rank Rank, p P, at Placement[D])
-
-	// Decided is a step decided, with every rank that reported it, scored.
-	// The listener may remember what it decided in *d.Value: a rank that
-	// reports after the decision reopens the step, and its late spans find
-	// the value in Placement.Decided. It may call Engine.TakeWaiting.
-	Decided(d *Decision[D])
-
-	// Tick is the engine's ticker (final: the collector stops), after the
-	// due steps were decided and the spans that waited too long expired:
-	// the listener judges what it judges over time and collects what it
-	// sends.
-	Tick(now time.Time, final bool)
-
-	// Send passes on what the listener collected, and counts st, the
-	// engine's work since the last Send; it runs without the engine's lock,
-	// so that a slow consumer does not hold up the batches.
-	Send(st *Stats, final bool) error
 }
 
-// Base has no-op methods for a Listener to embed.
-type Base[P, D any] struct{}
+// Base has no-op methods for the Observer methods a Holder has no use for.
+type Base[D any] struct{}
 
-func (Base[P, D]) Arrived(*Resource, ptrace.Span, StepSpan) {}
-func (Base[P, D]) Placed(*Resource, SpanRef, Placement[D])  {}
-func (Base[P, D]) Resolved(Rank, P, Placement[D])           {}
-func (Base[P, D]) Decided(*Decision[D])                     {}
-func (Base[P, D]) Tick(time.Time, bool)                     {}
-func (Base[P, D]) Send(*Stats, bool) error                  { return nil }
+func (Base[D]) Resource(*Resource)                       {}
+func (Base[D]) Arrived(*Resource, ptrace.Span, StepSpan) {}
+func (Base[D]) Decided(*Decision[D])                     {}
+func (Base[D]) Tick(time.Time, bool)                     {}
 
-func (Base[P, D]) Wait(*Resource, SpanRef) P {
-	var zero P
-	return zero
-}
+// observing is an Observer as the engine's Holder: it is never walked with
+// keep, so nothing is placed or waits for it.
+type observing[D any] struct{ Observer[D] }
 
-// Resource is the resource being walked, as its listener sees it.
+func (observing[D]) Placed(*Resource, SpanRef, Placement[D]) {}
+func (observing[D]) Wait(*Resource, SpanRef) struct{}        { return struct{}{} }
+func (observing[D]) Resolved(Rank, struct{}, Placement[D])   {}
+
+// Resource is the resource being walked, as its user sees it.
 type Resource struct {
 	Identity
-	// Seq numbers the resources an engine walks, so that a listener can
-	// look up what it keeps of a rank once per resource, at its first span.
+	// Seq numbers the resources an engine walks.
 	Seq uint64
 	// Attrs are the resource's attributes.
 	Attrs pcommon.Map
@@ -135,7 +152,7 @@ type Placement[D any] struct {
 	// Iteration is the step's, with KindStep, KindCompute and KindWait.
 	Iteration int64
 	// Open says the step is open: it will be decided (Decided) later.
-	// Decided is the listener's value of the step's decision when the step
+	// Decided is the user's value of the step's decision when the step
 	// was decided before the span came (and, when Open, reopened by a late
 	// rank since) and the engine still remembers it; nil otherwise.
 	Open    bool
@@ -164,8 +181,8 @@ type Decision[D any] struct {
 	// Fastest is the step's fastest busy time, its earlier decisions'
 	// ranks included (0: none known).
 	Fastest int64
-	// Value is the listener's value of the step: zero at its first
-	// decision; what the listener set then, when reopened.
+	// Value is the user's value of the step: zero at its first
+	// decision; what the user set then, when reopened.
 	Value *D
 }
 
