@@ -88,7 +88,7 @@ func TestNemoStepsStallRecordsShowOnThePage(t *testing.T) {
 		{dir: "stall_behind_train_iteration_own_root", kind: "behind", ranks: []int64{2}},
 		{dir: "stall_lost_host", kind: "behind", ranks: []int64{0, 1}, lostHosts: []string{"node000"}},
 		{dir: "stall_paused", kind: "paused", state: "paused", ranks: []int64{}},
-		{dir: "stall_pipeline_stage", run: "golden-pp", kind: "behind", ranks: []int64{5}, stage: ptr(int64(2))},
+		{dir: "stall_pipeline_stage", run: "golden-pp", kind: "behind", ranks: []int64{5}, stage: new(int64(2))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {
@@ -152,5 +152,3 @@ func splitRecords(ld plog.Logs, name string) (matching, rest plog.Logs) {
 	}
 	return matching, rest
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -431,9 +431,11 @@ type observer struct {
 func (o *observer) Resource(r *Resource) {
 	o.seen = append(o.seen, fmt.Sprintf("resource %d", r.Rank.Rank))
 }
+
 func (o *observer) Arrived(r *Resource, s ptrace.Span, _ StepSpan) {
 	o.seen = append(o.seen, fmt.Sprintf("%d/%s", r.Rank.Rank, s.Name()))
 }
+
 func (o *observer) Decided(*Decision[int]) { o.decisions++ }
 func (*observer) Tick(time.Time, bool)     {}
 func (*observer) Send(*Stats, bool) error  { return nil }
