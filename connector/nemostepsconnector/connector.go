@@ -32,7 +32,7 @@ type none = struct{}
 // the feeds collect from the engine's ticker. It is safe for concurrent
 // use.
 type stepsConnector struct {
-	engine *steps.Engine[none, none]
+	engine *steps.Engine[none]
 	reader *steps.Reader
 	runs   *runTable
 	// run is the run of the resource being walked.
@@ -125,14 +125,14 @@ func (c *stepsConnector) Start(context.Context, component.Host) error {
 // ConsumeTraces reads the batch's spans. It never holds or changes the
 // traces and never fails: the points and records go out from the ticker.
 func (c *stepsConnector) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
-	st, ok := c.engine.Consume(func(b *steps.Batch[none, none]) {
+	st, ok := c.engine.Consume(func(b *steps.Batch[none]) {
 		for _, rs := range td.ResourceSpans().All() {
 			id, status := c.reader.Read(rs.Resource().Attributes())
 			if status != rankattr.Valid {
 				b.Skip(rs, status)
 				continue
 			}
-			b.Walk(rs, id, false)
+			b.Walk(rs, id)
 		}
 	})
 	if ok {

@@ -4,9 +4,11 @@
 package steps // import "github.com/nemo-lens/otelcol-nemo/internal/steps"
 
 import (
+	"context"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/consumer"
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/boundedmap"
@@ -59,6 +61,18 @@ type Config struct {
 	// KeyPrefix is where the step settings are in the component's config
 	// ("stragglers::"), for the messages the engine logs.
 	KeyPrefix string
+
+	// Next receives the spans a Holder passes on with the engine's Output:
+	// sent outside the engine's lock at every tick, and sent again at the
+	// next tick when refused (they were acknowledged when they arrived).
+	// nil for an Observer.
+	Next consumer.Traces
+	// SpansName names those spans in the message logged when Next refuses
+	// them ("kept straggler spans").
+	SpansName string
+	// PassAtOnce sends what was passed on while a batch was walked right
+	// after it (Consume), not at the next tick.
+	PassAtOnce bool
 }
 
 // Counts are what an engine holds.
@@ -78,17 +92,17 @@ type Counts struct {
 // is over, scores them on busy time, handles late ranks and its memory
 // budget, runs the ticker, and tells its user (an Observer or a Holder, roles.go). It is safe for
 // concurrent use: batches from several receivers, and its ticker.
-type Engine[P, D any] struct {
+type Engine[D any] struct {
 	cfg    Config
 	spans  Recognizer
 	clk    clock.Clock
 	epoch  time.Time
 	logger *zap.Logger
-	l      Holder[P, D]
+	l      Holder[D]
 
 	mu      sync.Mutex
 	closed  bool
-	ranks   *boundedmap.Map[Rank, *rankState[P]]
+	ranks   *boundedmap.Map[Rank, *rankState]
 	open    *Table[Step, openStep[D]]
 	decided *Decided[Step, *decidedStep[D]]
 	history *stepbusy.History[Rank]
@@ -102,38 +116,41 @@ type Engine[P, D any] struct {
 	stepSeen, warnedNoStep bool
 	// warnedVersion: the engine said that summaries of another version came.
 	warnedVersion bool
-	batch         Batch[P, D]
+	batch         Batch[D]
 	decideFn      func(*Open[Step, openStep[D]], Cause)
+
+	// out passes a holder's spans on to cfg.Next (nil: no Next).
+	out *Output
 
 	loop *clock.Loop
 }
 
 // rankState is what the engine knows of a rank between its batches.
-type rankState[P any] struct {
+type rankState struct {
 	steps   RankSteps
-	waiting Waiting[waitingSpan[P]]
+	waiting Waiting[waitingSpan]
 }
 
 // waitingSpan is a span that waits for its step span: a wait interval for
-// the rank's busy time, and what the holder keeps of it.
-type waitingSpan[P any] struct {
+// the rank's busy time and, for a holder (kept), the span held.
+type waitingSpan struct {
 	iv     stepbusy.Interval
 	isWait bool
 	kept   bool
-	item   P
+	held   Held
 	// seq is its resource's (Resource.Seq): the budget gives up the spans
 	// that waited longest one resource at a time.
 	seq uint64
 }
 
 // Observe returns an engine on clk for an Observer, which walks every
-// resource without keep. It starts its ticker at Start.
-func Observe[D any](cfg Config, o Observer[D], clk clock.Clock, logger *zap.Logger) (*Engine[struct{}, D], error) {
-	return New[struct{}, D](cfg, observing[D]{o}, clk, logger)
+// resource with Batch.Walk. It starts its ticker at Start.
+func Observe[D any](cfg Config, o Observer[D], clk clock.Clock, logger *zap.Logger) (*Engine[D], error) {
+	return New[D](cfg, observing[D]{o}, clk, logger)
 }
 
 // New returns an engine on clk for a Holder. It starts its ticker at Start.
-func New[P, D any](cfg Config, l Holder[P, D], clk clock.Clock, logger *zap.Logger) (*Engine[P, D], error) {
+func New[D any](cfg Config, l Holder[D], clk clock.Clock, logger *zap.Logger) (*Engine[D], error) {
 	spans, err := NewRecognizer(cfg.Spans, cfg.WaitSpans)
 	if err != nil {
 		return nil, err
@@ -141,9 +158,9 @@ func New[P, D any](cfg Config, l Holder[P, D], clk clock.Clock, logger *zap.Logg
 	if cfg.DecidedSize <= 0 {
 		cfg.DecidedSize = DefaultDecidedSize
 	}
-	e := &Engine[P, D]{
+	e := &Engine[D]{
 		cfg: cfg, spans: spans, clk: clk, epoch: clk.Now(), logger: logger, l: l,
-		ranks:      boundedmap.New[Rank, *rankState[P]](MaxRememberedRanks),
+		ranks:      boundedmap.New[Rank, *rankState](MaxRememberedRanks),
 		open:       NewTable[Step, openStep[D]](cfg.Waits.DecisionWait),
 		decided:    NewDecided[Step, *decidedStep[D]](cfg.DecidedSize),
 		history:    stepbusy.NewHistory[Rank](cfg.History, MaxRememberedRanks),
@@ -151,50 +168,82 @@ func New[P, D any](cfg Config, l Holder[P, D], clk clock.Clock, logger *zap.Logg
 	}
 	e.batch.e = e
 	e.decideFn = e.decide
+	if cfg.Next != nil {
+		e.out = NewOutput(cfg.Next)
+	}
 	return e, nil
 }
 
+// Output is where a holder passes held spans on (Config.Next): under the
+// engine's lock, in its methods; the engine sends them.
+func (e *Engine[D]) Output() *Output { return e.out }
+
 // Recognizer is the engine's: which spans are step and wait spans.
-func (e *Engine[P, D]) Recognizer() *Recognizer { return &e.spans }
+func (e *Engine[D]) Recognizer() *Recognizer { return &e.spans }
 
 // now is the engine's monotonic time.
-func (e *Engine[P, D]) now() time.Duration { return e.clk.Now().Sub(e.epoch) }
+func (e *Engine[D]) now() time.Duration { return e.clk.Now().Sub(e.epoch) }
 
 // Consume runs fn with the engine's lock held and a Batch to walk the
-// resources of one batch with, and returns what the engine did. It reports
-// false, without running fn, once the engine is shut down.
-func (e *Engine[P, D]) Consume(fn func(b *Batch[P, D])) (Stats, bool) {
+// resources of one batch with, and returns what the engine did; with
+// PassAtOnce it then sends what fn passed on. It reports false, without
+// running fn, once the engine is shut down.
+func (e *Engine[D]) Consume(fn func(b *Batch[D])) (Stats, bool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return Stats{}, false
 	}
 	b := &e.batch
 	b.at = e.clk.Now()
 	b.arrival = b.at.Sub(e.epoch)
 	fn(b)
-	return e.takeStats(), true
+	passAtOnce := e.cfg.PassAtOnce && e.out != nil
+	if passAtOnce {
+		e.stats.Queued += int64(e.out.Ready())
+	}
+	st := e.takeStats()
+	e.mu.Unlock()
+	if passAtOnce {
+		_ = e.send(&st) // refused: logged, counted, and sent again at the next tick
+	}
+	return st, true
 }
 
-func (e *Engine[P, D]) takeStats() Stats {
+// send passes on what the output queued, outside the engine's lock; what
+// Next refuses stays queued for the next tick, counted in st and logged.
+func (e *Engine[D]) send(st *Stats) error {
+	if e.out == nil {
+		return nil
+	}
+	refused, err := e.out.Send(context.Background())
+	if err != nil {
+		st.SendFailed += int64(refused)
+		e.logger.Error("the next consumer refused "+e.cfg.SpansName+"; they are sent again at the next tick",
+			zap.Int("spans", refused), zap.Error(err))
+	}
+	return err
+}
+
+func (e *Engine[D]) takeStats() Stats {
 	st := e.stats
 	e.stats = Stats{}
 	return st
 }
 
 // rank is a rank's state, created when new.
-func (e *Engine[P, D]) rank(r Rank) *rankState[P] {
-	return e.ranks.GetOrNew(r, func() *rankState[P] {
+func (e *Engine[D]) rank(r Rank) *rankState {
+	return e.ranks.GetOrNew(r, func() *rankState {
 		if e.cfg.LocalWorld && len(e.groupRanks) < MaxRememberedRanks {
 			e.groupRanks[r.Group]++
 		}
-		return &rankState[P]{}
+		return &rankState{}
 	})
 }
 
 // warnSummaryVersion says once that summaries of a version this build
 // cannot read came (they are counted, by reason summary_version).
-func (e *Engine[P, D]) warnSummaryVersion(got string) {
+func (e *Engine[D]) warnSummaryVersion(got string) {
 	if e.warnedVersion {
 		return
 	}

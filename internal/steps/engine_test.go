@@ -23,13 +23,14 @@ import (
 )
 
 // recorder is a holder that writes down what the engine tells it: every
-// span placed, kept waiting and resolved as "rank/name kind iteration",
-// every decision.
+// span placed and resolved as "rank/name kind iteration" (and whether it
+// was held), every decision.
 type recorder struct {
 	Base[int]
-	keep      bool
+	// mode is how consume walks: Walk (""), "watch" or "hold".
+	mode      string
 	placed    []string
-	waited    []string
+	held      int
 	decisions []*Decision[int]
 	ticks     int
 	stats     Stats
@@ -37,19 +38,16 @@ type recorder struct {
 
 func (r *recorder) Placed(res *Resource, s SpanRef, at Placement[int]) {
 	r.placed = append(r.placed, describe(res.Rank.Rank, s.Span.Name(), at))
+	if s.Held.IsHeld() {
+		r.held++
+	}
 }
 
-func (r *recorder) Wait(res *Resource, s SpanRef) string {
-	item := fmt.Sprintf("%d/%s", res.Rank.Rank, s.Span.Name())
-	r.waited = append(r.waited, item)
-	return item
-}
-
-func (r *recorder) Resolved(_ Rank, item string, at Placement[int]) {
-	rank, name, _ := strings.Cut(item, "/")
-	var n int64
-	_, _ = fmt.Sscan(rank, &n)
-	r.placed = append(r.placed, describe(n, name, at)+" (waited)")
+func (r *recorder) Resolved(rank Rank, h Held, at Placement[int]) {
+	r.placed = append(r.placed, describe(rank.Rank, h.Span.Name(), at)+" (waited)")
+	if h.IsHeld() {
+		r.held++
+	}
 }
 
 func (r *recorder) Decided(d *Decision[int]) {
@@ -72,6 +70,7 @@ func (r *recorder) Send(st *Stats, _ bool) error {
 		r.stats.Expired[i] += v
 	}
 	r.stats.RanksMissing += st.RanksMissing
+	r.stats.Waiting += st.Waiting
 	return nil
 }
 
@@ -86,7 +85,7 @@ func describe(rank int64, name string, at Placement[int]) string {
 }
 
 // testEngine is an engine of rec on a fake clock, scoring steps.
-func testEngine(t *testing.T, rec *recorder, edit func(*Config)) (*Engine[string, int], *clocktest.Fake) {
+func testEngine(t *testing.T, rec *recorder, edit func(*Config)) (*Engine[int], *clocktest.Fake) {
 	t.Helper()
 	cfg := Config{Spans: DefaultSpans(), WaitSpans: DefaultWaitSpans(), Waits: DefaultWaits(), Scores: true, History: DefaultHistory}
 	if edit != nil {
@@ -108,13 +107,20 @@ var reader = func() *Reader {
 }()
 
 // consume walks every resource of td, kept as rec says.
-func consume(t *testing.T, e *Engine[string, int], rec *recorder, td ptrace.Traces) {
+func consume(t *testing.T, e *Engine[int], rec *recorder, td ptrace.Traces) {
 	t.Helper()
-	st, ok := e.Consume(func(b *Batch[string, int]) {
+	st, ok := e.Consume(func(b *Batch[int]) {
 		for _, rs := range td.ResourceSpans().All() {
 			id, status := reader.Read(rs.Resource().Attributes())
 			require.Equal(t, rankattr.Valid, status)
-			b.Walk(rs, id, rec.keep)
+			switch rec.mode {
+			case "watch":
+				b.Watch(rs, id)
+			case "hold":
+				b.Hold(rs, id, nil)
+			default:
+				b.Walk(rs, id)
+			}
 		}
 	})
 	require.True(t, ok)
@@ -143,7 +149,7 @@ func job(shape lensfixture.Shape, world int64) lensfixture.Run {
 func TestEnginePlacesEverySpanInItsStep(t *testing.T) {
 	for _, shape := range lensfixture.Shapes {
 		t.Run(shape.String(), func(t *testing.T) {
-			rec := &recorder{keep: true}
+			rec := &recorder{mode: "watch"}
 			e, _ := testEngine(t, rec, nil)
 			run := job(shape, 1)
 			td := ptrace.NewTraces()
@@ -151,7 +157,9 @@ func TestEnginePlacesEverySpanInItsStep(t *testing.T) {
 			run.AppendModelInit(spans, run.Ranks[0])
 			run.AppendStep(spans, run.Ranks[0], 1)
 			consume(t, e, rec, td)
-			assert.Empty(t, rec.waited)
+			assert.Zero(t, e.counts.Waiting)
+			assert.Zero(t, rec.held, "nothing waits: the resource stays in its batch")
+			assert.Equal(t, run.StepOf(0, 1).Spans()+1, td.SpanCount())
 			kinds := map[string]int{}
 			for _, p := range rec.placed {
 				kinds[strings.SplitN(p, " ", 2)[1]]++
@@ -166,10 +174,11 @@ func TestEnginePlacesEverySpanInItsStep(t *testing.T) {
 	}
 }
 
-// Spans whose step span comes in a later batch wait for it: Wait, then
-// Resolved in their step; the waits count in the rank's busy time.
+// Spans whose step span comes in a later batch wait for it, held by the
+// engine, then Resolved in their step; the waits count in the rank's busy
+// time.
 func TestEngineSpansWaitForTheirStepSpan(t *testing.T) {
-	rec := &recorder{keep: true}
+	rec := &recorder{mode: "watch"}
 	e, clk := testEngine(t, rec, nil)
 	run := job(lensfixture.Shapes[0], 1)
 	rank := run.Ranks[0]
@@ -178,10 +187,14 @@ func TestEngineSpansWaitForTheirStepSpan(t *testing.T) {
 	run.AppendStepPart(lensfixture.AppendResource(stepSpan, rank), rank, 1, lensfixture.StepSpan)
 	consume(t, e, rec, children)
 	n := run.StepOf(0, 1).Spans() - 1
-	assert.Len(t, rec.waited, n, "every child waits")
+	assert.Equal(t, n, e.counts.Waiting, "every child waits")
+	assert.Equal(t, int64(n), rec.stats.Waiting, "held by the engine")
 	assert.Empty(t, rec.placed)
+	assert.Zero(t, children.SpanCount(), "the resource left its batch, held")
 	consume(t, e, rec, stepSpan)
 	assert.Len(t, rec.placed, n+1)
+	assert.Equal(t, n, rec.held, "the children, held; the step span stays in its batch")
+	assert.Zero(t, rec.stats.Waiting)
 	assert.Contains(t, rec.placed, "0/megatron.grad_sync.finish wait 1 (waited)")
 	clk.Advance(time.Second)
 	require.Len(t, rec.decisions, 1, "one rank of a world of one: complete")
@@ -254,7 +267,7 @@ func TestEngineLateRankReopensItsStep(t *testing.T) {
 // Spans whose step span never comes give up at span_wait (a wait span
 // counted skipped), and a step span ending before it starts is skipped.
 func TestEngineExpiresWhatWaitsTooLong(t *testing.T) {
-	rec := &recorder{keep: true}
+	rec := &recorder{mode: "watch"}
 	e, clk := testEngine(t, rec, func(c *Config) { c.Waits.SpanWait = 2 * time.Second })
 	run := job(lensfixture.Shapes[0], 1)
 	rank := run.Ranks[0]
@@ -276,7 +289,7 @@ func TestEngineExpiresWhatWaitsTooLong(t *testing.T) {
 // Over budget, the engine decides the oldest open step early, or gives up
 // the resource that waited longest, until the budget is kept.
 func TestEngineKeepsItsBudget(t *testing.T) {
-	rec := &recorder{keep: true}
+	rec := &recorder{mode: "watch"}
 	e, _ := testEngine(t, rec, func(c *Config) {
 		c.OverBudget = func(n Counts) bool { return n.OpenRankSteps > 2 || n.Waiting > 10 }
 	})
@@ -309,7 +322,7 @@ func TestEngineKeepsItsBudget(t *testing.T) {
 // Shutdown decides every open step, gives up every waiting span, ticks a
 // last time; later batches are not walked.
 func TestEngineShutdown(t *testing.T) {
-	rec := &recorder{keep: true}
+	rec := &recorder{mode: "watch"}
 	cfg := Config{Spans: DefaultSpans(), WaitSpans: DefaultWaitSpans(), Waits: DefaultWaits(), Scores: true, History: DefaultHistory}
 	e, err := New(cfg, rec, clocktest.NewFake(), zap.NewNop())
 	require.NoError(t, err)
@@ -324,7 +337,7 @@ func TestEngineShutdown(t *testing.T) {
 	assert.Equal(t, AtShutdown, rec.decisions[0].Cause)
 	assert.Equal(t, int64(run.StepOf(1, 2).Spans()-1), rec.stats.Expired[ExpiredShutdown])
 	assert.Equal(t, 1, rec.ticks)
-	_, ok := e.Consume(func(*Batch[string, int]) { t.Fatal("walked after shutdown") })
+	_, ok := e.Consume(func(*Batch[int]) { t.Fatal("walked after shutdown") })
 	assert.False(t, ok)
 	require.NoError(t, e.Shutdown(), "a second Shutdown does nothing")
 }
@@ -346,7 +359,7 @@ func TestEngineStepSpanSentTwiceCountsOnce(t *testing.T) {
 // TakeWaiting hands a listener's Decided the spans a rank has waiting.
 func TestEngineTakeWaiting(t *testing.T) {
 	rec := &takeRecorder{}
-	rec.keep = true
+	rec.mode = "watch"
 	cfg := Config{Spans: DefaultSpans(), WaitSpans: DefaultWaitSpans(), Waits: DefaultWaits(), Scores: true, History: DefaultHistory}
 	e, err := New(cfg, rec, clocktest.NewFake(), zap.NewNop())
 	require.NoError(t, err)
@@ -363,13 +376,14 @@ func TestEngineTakeWaiting(t *testing.T) {
 
 type takeRecorder struct {
 	recorder
-	e     *Engine[string, int]
+	e     *Engine[int]
 	taken []string
 }
 
 func (r *takeRecorder) Decided(d *Decision[int]) {
-	r.e.TakeWaiting(Rank{Group: d.Step.Group, Rank: 1}, func(item string, _ int64) bool {
-		r.taken = append(r.taken, item)
+	r.e.TakeWaiting(Rank{Group: d.Step.Group, Rank: 1}, func(h Held, _ int64) bool {
+		r.taken = append(r.taken, h.Span.Name())
+		h.Release()
 		return true
 	})
 }
@@ -464,10 +478,10 @@ func TestObserverSeesEveryResourceAndSpan(t *testing.T) {
 					}
 				}
 			}
-			_, ok := e.Consume(func(b *Batch[struct{}, int]) {
+			_, ok := e.Consume(func(b *Batch[int]) {
 				for _, rs := range td.ResourceSpans().All() {
 					id, _ := reader.Read(rs.Resource().Attributes())
-					b.Walk(rs, id, false)
+					b.Walk(rs, id)
 				}
 			})
 			require.True(t, ok)
@@ -478,4 +492,55 @@ func TestObserverSeesEveryResourceAndSpan(t *testing.T) {
 			require.NoError(t, e.Shutdown())
 		})
 	}
+}
+
+// Hold moves the resource out of its batch and holds every span for the
+// holder, but those notHeld says; a chunk whose spans were all let go while
+// it was walked is freed at once.
+func TestEngineHoldHoldsEverySpan(t *testing.T) {
+	rec := &recorder{}
+	e, _ := testEngine(t, rec, nil)
+	run := job(lensfixture.Shapes[1], 1)
+	td := ptrace.NewTraces()
+	spans := lensfixture.AppendResource(td, run.Ranks[0])
+	run.AppendModelInit(spans, run.Ranks[0])
+	run.AppendStep(spans, run.Ranks[0], 1)
+	n := td.SpanCount()
+	isInit := func(s ptrace.Span) bool { return s.Name() == "megatron.model_init" }
+	var c *Chunk
+	var emptied bool
+	_, ok := e.Consume(func(b *Batch[int]) {
+		id, _ := reader.Read(td.ResourceSpans().At(0).Resource().Attributes())
+		c, emptied = b.Hold(td.ResourceSpans().At(0), id, isInit)
+	})
+	require.True(t, ok)
+	assert.Zero(t, td.SpanCount(), "moved out of its batch")
+	assert.Equal(t, n, c.Len())
+	assert.Len(t, rec.placed, n)
+	assert.Equal(t, n-1, rec.held, "every span but model_init")
+	assert.Equal(t, n-1, c.Held())
+	assert.False(t, emptied)
+}
+
+// releaser lets every span go as soon as it is placed.
+type releaser struct{ recorder }
+
+func (*releaser) Placed(_ *Resource, s SpanRef, _ Placement[int]) { s.Held.Release() }
+
+func TestEngineHoldFreesAChunkLetGoWhileWalked(t *testing.T) {
+	rec := &releaser{}
+	cfg := Config{Spans: DefaultSpans(), WaitSpans: DefaultWaitSpans(), Waits: DefaultWaits(), Scores: true, History: DefaultHistory}
+	e, err := New(cfg, rec, clocktest.NewFake(), zap.NewNop())
+	require.NoError(t, err)
+	run := job(lensfixture.Shapes[1], 1)
+	td := ptrace.NewTraces()
+	run.AppendStep(lensfixture.AppendResource(td, run.Ranks[0]), run.Ranks[0], 1)
+	var emptied bool
+	_, ok := e.Consume(func(b *Batch[int]) {
+		id, _ := reader.Read(td.ResourceSpans().At(0).Resource().Attributes())
+		_, emptied = b.Hold(td.ResourceSpans().At(0), id, nil)
+	})
+	require.True(t, ok)
+	assert.True(t, emptied)
+	require.NoError(t, e.Shutdown())
 }

@@ -4,6 +4,7 @@
 package steps // import "github.com/nemo-lens/otelcol-nemo/internal/steps"
 
 import (
+	"errors"
 	"math"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 // Start starts the engine's ticker: every tenth of the shorter of
 // decision_wait and span_wait (at most a second), or every tick when set,
 // the due steps are decided, the spans that waited span_wait for their step
-// span in vain expire, and the user ticks and sends.
-func (e *Engine[P, D]) Start(tick time.Duration) {
+// span in vain expire, the user ticks, what a holder passed on is sent, and
+// the user sends.
+func (e *Engine[D]) Start(tick time.Duration) {
 	if tick <= 0 {
 		tick = clock.TickEvery(min(e.cfg.Waits.DecisionWait, e.cfg.Waits.Span()))
 	}
@@ -27,13 +29,13 @@ func (e *Engine[P, D]) Start(tick time.Duration) {
 // has, expires every waiting span, and has the user tick and send a
 // last time before it returns, so that nothing decided is left behind.
 // Later batches are not walked (Consume reports false).
-func (e *Engine[P, D]) Shutdown() error {
+func (e *Engine[D]) Shutdown() error {
 	e.loop.Stop()
 	return e.tick(true)
 }
 
 // tick is one turn of the ticker; final shuts the engine down.
-func (e *Engine[P, D]) tick(final bool) error {
+func (e *Engine[D]) tick(final bool) error {
 	e.mu.Lock()
 	if final && e.closed {
 		e.mu.Unlock()
@@ -49,19 +51,26 @@ func (e *Engine[P, D]) tick(final bool) error {
 		e.expire(now-e.cfg.Waits.Span(), ExpiredWait)
 	}
 	e.l.Tick(e.clk.Now(), final)
+	if e.out != nil {
+		e.stats.Queued += int64(e.out.Ready())
+	}
 	st := e.takeStats()
 	e.mu.Unlock()
-	return e.l.Send(&st, final)
+	err := e.send(&st)
+	if lerr := e.l.Send(&st, final); lerr != nil || final {
+		return errors.Join(err, lerr)
+	}
+	return nil
 }
 
 // expire gives up the waiting spans that arrived at or before through.
-func (e *Engine[P, D]) expire(through time.Duration, why Expiry) {
+func (e *Engine[D]) expire(through time.Duration, why Expiry) {
 	if e.counts.Waiting == 0 {
 		return
 	}
 	kept := int64(0)
-	e.ranks.All(func(rank Rank, st *rankState[P]) {
-		e.giveUp(rank, st, why, &kept, func(_ waitingSpan[P], arrived time.Duration) bool { return arrived <= through })
+	e.ranks.All(func(rank Rank, st *rankState) {
+		e.giveUp(rank, st, why, &kept, func(_ waitingSpan, arrived time.Duration) bool { return arrived <= through })
 	})
 	if why == ExpiredWait && kept > 0 && !e.stepSeen && !e.warnedNoStep {
 		e.warnedNoStep = true
@@ -76,8 +85,8 @@ func (e *Engine[P, D]) expire(through time.Duration, why Expiry) {
 
 // giveUp removes a rank's waiting spans that which says, and tells the
 // holder of those it kept; kept counts them.
-func (e *Engine[P, D]) giveUp(rank Rank, st *rankState[P], why Expiry, kept *int64, which func(w waitingSpan[P], arrived time.Duration) bool) {
-	n := st.waiting.RemoveIf(func(w waitingSpan[P], _ int64, arrived time.Duration) bool {
+func (e *Engine[D]) giveUp(rank Rank, st *rankState, why Expiry, kept *int64, which func(w waitingSpan, arrived time.Duration) bool) {
+	n := st.waiting.RemoveIf(func(w waitingSpan, _ int64, arrived time.Duration) bool {
 		if !which(w, arrived) {
 			return false
 		}
@@ -87,7 +96,8 @@ func (e *Engine[P, D]) giveUp(rank Rank, st *rankState[P], why Expiry, kept *int
 		if w.kept {
 			*kept++
 			e.stats.Expired[why]++
-			e.l.Resolved(rank, w.item, Placement[D]{Kind: KindExpired, Expiry: why})
+			e.stats.Waiting--
+			e.l.Resolved(rank, w.held, Placement[D]{Kind: KindExpired, Expiry: why})
 		}
 		return true
 	})
@@ -96,7 +106,7 @@ func (e *Engine[P, D]) giveUp(rank Rank, st *rankState[P], why Expiry, kept *int
 }
 
 // settle hands a waiting span its place, once a step span placed it.
-func (e *Engine[P, D]) settle(rank Rank, w waitingSpan[P], iteration int64, where Place) {
+func (e *Engine[D]) settle(rank Rank, w waitingSpan, iteration int64, where Place) {
 	e.counts.Waiting--
 	kind := KindOutside
 	key := rank.StepOf(iteration)
@@ -108,27 +118,32 @@ func (e *Engine[P, D]) settle(rank Rank, w waitingSpan[P], iteration int64, wher
 		}
 	}
 	if w.kept {
-		e.l.Resolved(rank, w.item, e.placement(key, kind))
+		e.stats.Waiting--
+		e.l.Resolved(rank, w.held, e.placement(key, kind))
 	}
 }
 
-// TakeWaiting gives take every span of rank that waits for its step span
-// with what the holder kept of it, and removes those take says. For a
-// holder's Decided (the engine's lock is held).
-func (e *Engine[P, D]) TakeWaiting(rank Rank, take func(item P, start int64) bool) {
+// TakeWaiting gives take every span of rank that waits for its step span,
+// held, and removes those take says. For a holder's Decided (the engine's
+// lock is held).
+func (e *Engine[D]) TakeWaiting(rank Rank, take func(h Held, start int64) bool) {
 	st, ok := e.ranks.Get(rank)
 	if !ok {
 		return
 	}
-	e.counts.Waiting -= st.waiting.RemoveIf(func(w waitingSpan[P], start int64, _ time.Duration) bool {
-		return w.kept && take(w.item, start)
+	e.counts.Waiting -= st.waiting.RemoveIf(func(w waitingSpan, start int64, _ time.Duration) bool {
+		if w.kept && take(w.held, start) {
+			e.stats.Waiting--
+			return true
+		}
+		return false
 	})
 }
 
 // enforceBudget keeps the engine within its budget: the oldest open step is
 // decided early with what it has, or, when spans waiting for their step
 // span are older, those of the resource that has waited longest give up.
-func (e *Engine[P, D]) enforceBudget() {
+func (e *Engine[D]) enforceBudget() {
 	if e.cfg.OverBudget == nil {
 		return
 	}
@@ -143,7 +158,7 @@ func (e *Engine[P, D]) enforceBudget() {
 		}
 		st, _ := e.ranks.Get(rank)
 		var kept int64
-		e.giveUp(rank, st, ExpiredBudget, &kept, func(w waitingSpan[P], _ time.Duration) bool { return w.seq == oldest.seq })
+		e.giveUp(rank, st, ExpiredBudget, &kept, func(w waitingSpan, _ time.Duration) bool { return w.seq == oldest.seq })
 	}
 }
 
@@ -159,14 +174,14 @@ func (a arrival) before(b arrival) bool {
 
 // oldestWaiting is the rank with the span that has waited longest, and
 // when and with which resource it arrived.
-func (e *Engine[P, D]) oldestWaiting() (Rank, arrival, bool) {
+func (e *Engine[D]) oldestWaiting() (Rank, arrival, bool) {
 	var rank Rank
 	var oldest arrival
 	found := false
 	if e.counts.Waiting == 0 {
 		return rank, oldest, false
 	}
-	e.ranks.All(func(r Rank, st *rankState[P]) {
+	e.ranks.All(func(r Rank, st *rankState) {
 		if w, arrived, ok := st.waiting.Oldest(); ok {
 			if a := (arrival{arrived: arrived, seq: w.seq}); !found || a.before(oldest) {
 				rank, oldest, found = r, a, true

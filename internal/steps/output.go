@@ -21,7 +21,7 @@ import (
 // counts items refuses a request larger than its batch whole.
 const MaxRequestSpans = 8192
 
-// Output passes held spans on from a holder's ticker: the spans were
+// Output passes a holder's held spans on from its engine's ticker: they were
 // acknowledged to their senders when they arrived, so a request the next
 // consumer refuses is kept and sent again at the next tick, never dropped.
 // Spans are moved out of their chunks (no copy) into requests of at most

@@ -21,9 +21,10 @@ import (
 //     step decided. It holds no span (nemo_steps: step metrics, stalls,
 //     goodput). Five methods.
 //   - A Holder is an Observer that also holds spans until it knows their
-//     step (rank_strategy's straggler retention, step_sampling): it is told
-//     where each span of a resource it keeps belongs, and keeps what it
-//     needs of a span that waits for its step span. Three methods more.
+//     step (rank_strategy's straggler retention, step_sampling): the engine
+//     moves a resource it keeps out of its batch (a Chunk) and tells it
+//     where each held span belongs, at once or once its step span came.
+//     Two methods more.
 //
 // Every method but Send is called with the engine's lock held: it must not
 // block or call into the engine, except where a method says so. D is what
@@ -57,24 +58,26 @@ type Observer[D any] interface {
 	Send(st *Stats, final bool) error
 }
 
-// Holder is an Observer that holds spans: the spans of a resource it walks
-// with keep (Batch.Walk) are placed for it in their steps. P is what it
-// keeps of a span that waits for its step span.
-type Holder[P, D any] interface {
+// Holder is an Observer that holds spans: the resources it walks with
+// Batch.Hold or Batch.Watch are moved out of their batch into a Chunk (at
+// once, or once one of their spans waits for its step span) and their spans
+// held there until the holder passes them on (Output.Add) or lets them go
+// (Held.Release). A span waiting for its step span is held by the engine
+// meanwhile.
+type Holder[D any] interface {
 	Observer[D]
 
-	// Placed says where a span of a resource walked with keep belongs,
-	// while its batch is being walked.
+	// Placed says where a span of a resource walked with Hold or Watch
+	// belongs, while its batch is being walked. s.Held is the span, held in
+	// the resource's chunk; zero when the resource is still in its batch
+	// (Watch, no span of it waits) or Hold's notHeld said so.
 	Placed(r *Resource, s SpanRef, at Placement[D])
 
-	// Wait is what the holder keeps of a span of a resource walked with
-	// keep whose step span has not come: called once the resource's other
-	// spans are placed.
-	Wait(r *Resource, s SpanRef) P
-
-	// Resolved says where a span that waited belongs once its step span
-	// came (a later batch), or that it waited in vain (KindExpired).
-	Resolved(rank Rank, p P, at Placement[D])
+	// Resolved says where a span that waited for its step span belongs
+	// once the step span came (a later batch), or that it waited in vain
+	// (KindExpired). h is the span, still held (zero for one Hold's notHeld
+	// kept out, which waited only to be placed).
+	Resolved(rank Rank, h Held, at Placement[D])
 }
 
 // Base has no-op methods for the Observer methods a Holder has no use for.
@@ -85,13 +88,12 @@ func (Base[D]) Arrived(*Resource, ptrace.Span, StepSpan) {}
 func (Base[D]) Decided(*Decision[D])                     {}
 func (Base[D]) Tick(time.Time, bool)                     {}
 
-// observing is an Observer as the engine's Holder: it is never walked with
-// keep, so nothing is placed or waits for it.
+// observing is an Observer as the engine's Holder: it only walks (Walk),
+// so nothing is placed or held for it.
 type observing[D any] struct{ Observer[D] }
 
 func (observing[D]) Placed(*Resource, SpanRef, Placement[D]) {}
-func (observing[D]) Wait(*Resource, SpanRef) struct{}        { return struct{}{} }
-func (observing[D]) Resolved(Rank, struct{}, Placement[D])   {}
+func (observing[D]) Resolved(Rank, Held, Placement[D])       {}
 
 // Resource is the resource being walked, as its user sees it.
 type Resource struct {
@@ -103,6 +105,10 @@ type Resource struct {
 	// Arrival is the engine's time of the batch, At the wall clock's.
 	Arrival time.Duration
 	At      time.Time
+	// Chunk holds the resource once it left its batch: from the start
+	// with Batch.Hold, once one of its spans waits with Batch.Watch; nil
+	// while it is in its batch.
+	Chunk *Chunk
 }
 
 // StepSpan says what the engine made of a span as it arrived: a usable
@@ -121,10 +127,12 @@ type StepSpan struct {
 }
 
 // SpanRef is span number Index (counting scope by scope, in order) of the
-// resource walked, found in its scope number Scope.
+// resource walked, found in its scope number Scope; Held is the span held
+// in the resource's chunk, for a Holder (zero when not held).
 type SpanRef struct {
 	Span         ptrace.Span
 	Index, Scope int
+	Held         Held
 }
 
 // Kind says where a span belongs.

@@ -50,7 +50,7 @@ type decidedStep[D any] struct {
 // done again (the run restarted from a checkpoint): a new step.
 // It reports whether the rank's step span was recorded (false: the rank
 // had reported the step already).
-func (e *Engine[P, D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv stepbusy.Interval, now time.Duration) bool {
+func (e *Engine[D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv stepbusy.Interval, now time.Duration) bool {
 	o := e.open.Get(key)
 	if o == nil {
 		prior, _ := e.decided.Get(key)
@@ -80,7 +80,7 @@ func (e *Engine[P, D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv
 }
 
 // addWait adds a wait interval to its rank's step, if still open.
-func (e *Engine[P, D]) addWait(key Step, rank int64, iv stepbusy.Interval) {
+func (e *Engine[D]) addWait(key Step, rank int64, iv stepbusy.Interval) {
 	if iv.End < iv.Start {
 		e.stats.Skipped[SkipInvalidDuration]++
 		return
@@ -101,7 +101,7 @@ func (e *Engine[P, D]) addWait(key Step, rank int64, iv stepbusy.Interval) {
 }
 
 // placement is where a span of the step key is, as its user sees it.
-func (e *Engine[P, D]) placement(key Step, kind Kind) Placement[D] {
+func (e *Engine[D]) placement(key Step, kind Kind) Placement[D] {
 	p := Placement[D]{Kind: kind}
 	if kind == KindOutside {
 		return p
@@ -125,7 +125,7 @@ func (e *Engine[P, D]) placement(key Step, kind Kind) Placement[D] {
 // step span minus its waits) against the step's fastest, its first
 // decision's ranks included, and against its own recent steps, and tells
 // the user.
-func (e *Engine[P, D]) decide(o *Open[Step, openStep[D]], cause Cause) {
+func (e *Engine[D]) decide(o *Open[Step, openStep[D]], cause Cause) {
 	v := &o.Value
 	e.counts.OpenRankSteps -= len(v.ranks)
 	e.stats.OpenRankSteps -= int64(len(v.ranks))

@@ -60,4 +60,11 @@ type Stats struct {
 	// Expired are kept spans that gave up waiting for their step span, by
 	// why.
 	Expired [NumExpiries]int64
+	// Waiting is the change in a holder's spans the engine holds while
+	// they wait for their step span.
+	Waiting int64
+	// Queued are the spans a holder passed on (Output) queued to send;
+	// SendFailed those the next consumer refused (sent again at the next
+	// tick).
+	Queued, SendFailed int64
 }

@@ -15,25 +15,49 @@ import (
 
 // Batch walks the resources of one batch, under the engine's lock (see
 // Engine.Consume); it is valid only inside Consume's function.
-type Batch[P, D any] struct {
-	e       *Engine[P, D]
+type Batch[D any] struct {
+	e       *Engine[D]
 	at      time.Time
 	arrival time.Duration
 
-	// The resource being walked.
+	// The resource being walked, and how.
 	res     Resource
-	keep    bool
-	st      *rankState[P]
+	rs      ptrace.ResourceSpans
+	mode    walkMode
+	notHeld func(ptrace.Span) bool
+	st      *rankState
 	scopes  []ptrace.SpanSlice
 	pending []pendingRef
+	// deferred are, with Watch, the spans placed while the resource is in
+	// its batch: the holder is told once it is known whether it leaves.
+	deferred []deferredPlace[D]
+}
+
+// walkMode is how a resource is walked.
+type walkMode uint8
+
+const (
+	// readOnly: its spans are read, never held (Walk).
+	readOnly walkMode = iota
+	// holdAll: it leaves its batch first, every span held (Hold).
+	holdAll
+	// holdWaiting: it leaves its batch when a span of it waits for its
+	// step span, every span then held (Watch).
+	holdWaiting
+)
+
+// deferredPlace is a span placed while its resource was in its batch.
+type deferredPlace[D any] struct {
+	ref SpanRef
+	at  Placement[D]
 }
 
 // Now is the engine's time of the batch.
-func (b *Batch[P, D]) Now() time.Duration { return b.arrival }
+func (b *Batch[D]) Now() time.Duration { return b.arrival }
 
 // Skip counts the step and wait spans of a resource without a usable rank
 // (status Missing or Invalid).
-func (b *Batch[P, D]) Skip(rs ptrace.ResourceSpans, status rankattr.Status) {
+func (b *Batch[D]) Skip(rs ptrace.ResourceSpans, status rankattr.Status) {
 	reason := SkipMissingRank
 	if status == rankattr.Invalid {
 		reason = SkipInvalidRank
@@ -48,24 +72,56 @@ func (b *Batch[P, D]) Skip(rs ptrace.ResourceSpans, status rankattr.Status) {
 	}
 }
 
-// Walk ties every span of rs, a resource of the rank id, to its rank's
-// step, recording step and wait spans for the step's scores, and tells the
-// engine's user: Resource first, Arrived for every span in batch order;
-// with keep (a Holder's), Placed for every span the rank's steps place now
-// and Wait for the others, which then wait for their step span (Resolved). Spans end, and so are
-// exported, children first: a step's spans come before its step span. So
-// each step span is recorded before the spans that precede it in its scope
-// are placed; that way a batch of many steps of a rank places each span
-// while its step is among the few the rank's timeline remembers. The engine
-// keeps within its budget after each resource.
-func (b *Batch[P, D]) Walk(rs ptrace.ResourceSpans, id Identity, keep bool) {
+// Walk reads rs, a resource of the rank id: its spans are tied to its
+// rank's steps, the step and wait spans recorded for the steps' scores, and
+// the engine's user told: Resource first, then Arrived for every span in
+// batch order. Nothing is held: the resource stays in its batch.
+func (b *Batch[D]) Walk(rs ptrace.ResourceSpans, id Identity) {
+	b.walk(rs, id, readOnly, nil, nil)
+}
+
+// Hold moves rs, a resource of the rank id, out of its batch into a chunk
+// (no copy) and walks it as Walk does, holding its spans for the Holder:
+// each is Placed with its Held, or, when its step span has not come, held
+// by the engine until Resolved. Spans notHeld says (nil: none) are read and
+// placed, never held. It returns the chunk and whether it already holds
+// nothing (every span let go while it was walked): then it is freed.
+func (b *Batch[D]) Hold(rs ptrace.ResourceSpans, id Identity, notHeld func(ptrace.Span) bool) (c *Chunk, emptied bool) {
+	c = NewChunk(rs, id.Rank, b.arrival)
+	b.walk(c.RS, id, holdAll, notHeld, c)
+	emptied = c.Placed()
+	return c, emptied
+}
+
+// Watch walks rs, a resource of the rank id, as Walk does, and tells the
+// Holder where each span belongs (Placed). When a span's step span has not
+// come, the resource leaves its batch into a chunk and all its spans are
+// held (Placed with their Held; the waiting ones Resolved later); it
+// returns that chunk, nil when the resource stays in its batch.
+func (b *Batch[D]) Watch(rs ptrace.ResourceSpans, id Identity) *Chunk {
+	c := b.walk(rs, id, holdWaiting, nil, nil)
+	if c != nil {
+		c.Placed() // a span waits: it holds one at least
+	}
+	return c
+}
+
+// walk ties every span of rs to its rank's step, recording step and wait
+// spans for the step's scores, and tells the engine's user. Spans end, and
+// so are exported, children first: a step's spans come before its step
+// span. So each step span is recorded before the spans that precede it in
+// its scope are placed; that way a batch of many steps of a rank places
+// each span while its step is among the few the rank's timeline remembers.
+// The engine keeps within its budget after each resource. It returns the
+// chunk that holds the resource in the end (nil: it stayed in its batch).
+func (b *Batch[D]) walk(rs ptrace.ResourceSpans, id Identity, mode walkMode, notHeld func(ptrace.Span) bool, c *Chunk) *Chunk {
 	e := b.e
-	b.res = Resource{Identity: id, Seq: b.res.Seq + 1, Attrs: rs.Resource().Attributes(), Arrival: b.arrival, At: b.at}
-	b.keep = keep
+	b.res = Resource{Identity: id, Seq: b.res.Seq + 1, Attrs: rs.Resource().Attributes(), Arrival: b.arrival, At: b.at, Chunk: c}
+	b.rs, b.mode, b.notHeld = rs, mode, notHeld
 	b.st = e.rank(id.Rank)
 	e.l.Resource(&b.res)
-	// The scopes' span lists, taken first: a holder keeping spans may
-	// move the resource out of its batch while it is walked (Wait).
+	// The scopes' span lists, taken first: the resource may leave its
+	// batch while it is walked (Watch).
 	b.scopes = b.scopes[:0]
 	for _, ss := range rs.ScopeSpans().All() {
 		b.scopes = append(b.scopes, ss.Spans())
@@ -92,8 +148,8 @@ func (b *Batch[P, D]) Walk(rs ptrace.ResourceSpans, id Identity, keep bool) {
 				b.place(SpanRef{Span: spans.At(next), Index: k + next, Scope: i})
 			}
 			next = j + 1
-			if keep {
-				e.l.Placed(&b.res, SpanRef{Span: s, Index: k + j, Scope: i}, e.placement(b.res.StepOf(step.Iteration), KindStep))
+			if mode != readOnly {
+				b.tell(SpanRef{Span: s, Index: k + j, Scope: i}, e.placement(b.res.StepOf(step.Iteration), KindStep))
 			}
 		}
 		for ; next < spans.Len(); next++ {
@@ -103,13 +159,57 @@ func (b *Batch[P, D]) Walk(rs ptrace.ResourceSpans, id Identity, keep bool) {
 	}
 	b.settlePending()
 	clear(b.scopes)
-	b.st = nil
+	b.st, b.rs, b.notHeld = nil, ptrace.ResourceSpans{}, nil
+	c, b.res.Chunk = b.res.Chunk, nil
 	e.enforceBudget()
+	return c
+}
+
+// tell tells the holder where a span of the resource walked belongs,
+// holding it when the resource left its batch; with Watch, while the
+// resource is in its batch, it is told later (settlePending).
+func (b *Batch[D]) tell(ref SpanRef, at Placement[D]) {
+	if b.mode == holdWaiting && b.res.Chunk == nil {
+		b.deferred = append(b.deferred, deferredPlace[D]{ref: ref, at: at})
+		return
+	}
+	ref.Held = b.hold(ref)
+	b.e.l.Placed(&b.res, ref, at)
+}
+
+// hold holds a span of the resource walked in its chunk, unless notHeld
+// says not to.
+func (b *Batch[D]) hold(ref SpanRef) Held {
+	if b.notHeld != nil && b.notHeld(ref.Span) {
+		return Held{}
+	}
+	return b.res.Chunk.Hold(ref.Index, ref.Scope, ref.Span)
+}
+
+// leave moves the resource watched out of its batch, because a span of it
+// waits, and tells the holder of the spans placed so far, held.
+func (b *Batch[D]) leave() {
+	b.res.Chunk = NewChunk(b.rs, b.res.Rank, b.arrival)
+	b.tellDeferred()
+}
+
+// tellDeferred tells the holder of the spans placed while the resource was
+// in its batch: held if it has left it since.
+func (b *Batch[D]) tellDeferred() {
+	for i := range b.deferred {
+		d := &b.deferred[i]
+		if b.res.Chunk != nil {
+			d.ref.Held = b.hold(d.ref)
+		}
+		b.e.l.Placed(&b.res, d.ref, d.at)
+	}
+	clear(b.deferred)
+	b.deferred = b.deferred[:0]
 }
 
 // stepSpan says whether s is a usable step span, counting one without a
 // usable iteration (it is placed like any other span).
-func (b *Batch[P, D]) stepSpan(s ptrace.Span) StepSpan {
+func (b *Batch[D]) stepSpan(s ptrace.Span) StepSpan {
 	spans := &b.e.spans
 	if !spans.IsStep(s.Name()) {
 		return StepSpan{}
@@ -128,7 +228,7 @@ func (b *Batch[P, D]) stepSpan(s ptrace.Span) StepSpan {
 // recorded as its step span with one wait interval of its wait time, so
 // that its busy time is the agent's; every summary arrives as the span it
 // stands for. Summaries are never placed or held: they are not data.
-func (b *Batch[P, D]) summaries(ss ptrace.ScopeSpans) {
+func (b *Batch[D]) summaries(ss ptrace.ScopeSpans) {
 	e := b.e
 	spans := ss.Spans()
 	if v := ss.Scope().Version(); v != stepsummary.Version {
@@ -158,7 +258,7 @@ func (b *Batch[P, D]) summaries(ss ptrace.ScopeSpans) {
 // addStep records a rank's step span: on its timeline, and in its open
 // step for the scores. A step span without a usable duration is neither.
 // It reports whether the step was recorded in its open step now.
-func (b *Batch[P, D]) addStep(s ptrace.Span, iteration int64) bool {
+func (b *Batch[D]) addStep(s ptrace.Span, iteration int64) bool {
 	iv := IntervalOf(s)
 	if iv.End <= iv.Start {
 		b.e.stats.Skipped[SkipInvalidDuration]++
@@ -183,11 +283,11 @@ func (b *Batch[P, D]) addStep(s ptrace.Span, iteration int64) bool {
 // span) belongs to no step; any other span to the step span of its rank
 // that covers its start, or it waits for that step span (settlePending).
 // Of a resource not kept only the wait spans matter.
-func (b *Batch[P, D]) place(ref SpanRef) {
+func (b *Batch[D]) place(ref SpanRef) {
 	e := b.e
 	s := ref.Span
 	isWait := e.cfg.Scores && e.spans.IsWait(s.Name())
-	if !b.keep && !isWait {
+	if b.mode == readOnly && !isWait {
 		return
 	}
 	iteration, where := int64(0), Outside
@@ -209,8 +309,8 @@ type pendingRef struct {
 }
 
 // placed records a placed span: a wait in its step for the rank's busy
-// time, and tells the holder when the resource is kept.
-func (b *Batch[P, D]) placed(ref SpanRef, isWait bool, iteration int64, where Place) {
+// time, and tells the holder, for Hold and Watch.
+func (b *Batch[D]) placed(ref SpanRef, isWait bool, iteration int64, where Place) {
 	e := b.e
 	kind := KindOutside
 	if where == InStep {
@@ -220,19 +320,19 @@ func (b *Batch[P, D]) placed(ref SpanRef, isWait bool, iteration int64, where Pl
 			e.addWait(b.res.StepOf(iteration), b.res.Rank.Rank, IntervalOf(ref.Span))
 		}
 	}
-	if b.keep {
-		e.l.Placed(&b.res, ref, e.placement(b.res.StepOf(iteration), kind))
+	if b.mode != readOnly {
+		b.tell(ref, e.placement(b.res.StepOf(iteration), kind))
 	}
 }
 
 // resolve places the rank's waiting spans again, after a new step span.
-func (b *Batch[P, D]) resolve() {
+func (b *Batch[D]) resolve() {
 	e, st := b.e, b.st
 	if st.waiting.Len() == 0 {
 		return
 	}
 	rank := b.res.Rank
-	st.waiting.Resolve(&st.steps, func(w waitingSpan[P], iteration int64, where Place) bool {
+	st.waiting.Resolve(&st.steps, func(w waitingSpan, iteration int64, where Place) bool {
 		if where == Unknown {
 			return false
 		}
@@ -244,7 +344,7 @@ func (b *Batch[P, D]) resolve() {
 // settlePending places the resource's spans that no step span placed during
 // the walk, now that all its step spans are known (a later scope's may
 // place an earlier one's), and has the others wait.
-func (b *Batch[P, D]) settlePending() {
+func (b *Batch[D]) settlePending() {
 	e, st := b.e, b.st
 	for _, ref := range b.pending {
 		start := Nanos(ref.Span.StartTimestamp())
@@ -252,16 +352,21 @@ func (b *Batch[P, D]) settlePending() {
 			b.placed(ref.SpanRef, ref.isWait, iteration, where)
 			continue
 		}
-		w := waitingSpan[P]{isWait: ref.isWait, seq: b.res.Seq}
+		w := waitingSpan{isWait: ref.isWait, seq: b.res.Seq}
 		if ref.isWait {
 			w.iv = IntervalOf(ref.Span)
 		}
-		if b.keep {
-			w.kept, w.item = true, e.l.Wait(&b.res, ref.SpanRef)
+		if b.mode != readOnly {
+			if b.res.Chunk == nil {
+				b.leave()
+			}
+			w.kept, w.held = true, b.hold(ref.SpanRef)
+			e.stats.Waiting++
 		}
 		st.waiting.Add(w, start, b.arrival)
 		e.counts.Waiting++
 	}
 	clear(b.pending)
 	b.pending = b.pending[:0]
+	b.tellDeferred() // the resource stays in its batch
 }

@@ -39,9 +39,10 @@ type resourceRec struct {
 	arrival time.Duration
 	// spans[first:last] are its placed spans.
 	first, last int
-	// chunk holds the resource, moved out of the batch, when some of its
-	// spans wait for their step span: its other spans are held too until
-	// they are decided, then moved back into the batch or let go.
+	// chunk holds the resource, moved out of the batch by the engine
+	// (Batch.Watch), when some of its spans wait for their step span: its
+	// other spans are held too until they are decided, then moved back into
+	// the batch or let go.
 	chunk *steps.Chunk
 }
 
@@ -52,14 +53,12 @@ const (
 	placeInStep                   // in a rank step of the batch
 )
 
-// spanRec is a placed span of the batch.
+// spanRec is a placed span of the batch; ref.Held is the span in its
+// resource's chunk, when the resource left the batch.
 type spanRec struct {
 	ref  steps.SpanRef
 	kind placeKind
 	step int32 // index in steps, with placeInStep
-	// held is the span in its resource's chunk, when the resource was
-	// moved out of the batch.
-	held steps.Held
 }
 
 // resolvedRec is a span that waited, with its place.
@@ -138,44 +137,21 @@ func (b *batch) inStep(key rankStepKey, runID string, s ptrace.Span) int32 {
 	return idx
 }
 
-// Placed records a span of the resource being walked, placed.
+// Placed records a span of the resource being walked, placed: held when
+// the resource left its batch (some of its spans wait for their step span).
 func (p *stepSamplingProcessor) Placed(r *steps.Resource, ref steps.SpanRef, at steps.Placement[none]) {
 	b := &p.b
-	res := b.cur()
 	rec := spanRec{ref: ref, kind: placeOutside}
 	if at.InStep() {
 		rec.kind = placeInStep
-		rec.step = b.inStep(rankStepKey{rank: r.Rank, iteration: at.Iteration}, res.runID, ref.Span)
-	}
-	if res.chunk != nil {
-		rec.held = res.chunk.Hold(ref.Index, ref.Scope, ref.Span)
+		rec.step = b.inStep(rankStepKey{rank: r.Rank, iteration: at.Iteration}, b.cur().runID, ref.Span)
 	}
 	b.spans = append(b.spans, rec)
-}
-
-// Wait holds a span of the resource being walked whose step span has not
-// come: the resource moves out of the batch, its placed spans with it until
-// they are decided.
-func (p *stepSamplingProcessor) Wait(r *steps.Resource, ref steps.SpanRef) steps.Held {
-	b := &p.b
-	res := b.cur()
-	if res.chunk == nil {
-		res.chunk = steps.NewChunk(res.rs, r.Rank, res.arrival)
-		for i := res.first; i < len(b.spans); i++ {
-			s := &b.spans[i]
-			s.held = res.chunk.Hold(s.ref.Index, s.ref.Scope, s.ref.Span)
-		}
-	}
-	p.held.Add(1)
-	p.t.held++
-	return res.chunk.Hold(ref.Index, ref.Scope, ref.Span)
 }
 
 // Resolved: a span that waited is placed now, with a step span of this
 // batch, or gave up waiting (passed on undecided).
 func (p *stepSamplingProcessor) Resolved(rank steps.Rank, h steps.Held, at steps.Placement[none]) {
-	p.held.Add(-1)
-	p.t.held--
 	rec := resolvedRec{held: h, kind: placeOutside}
 	switch {
 	case at.Kind == steps.KindExpired:

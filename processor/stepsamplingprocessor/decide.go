@@ -63,14 +63,13 @@ func (p *stepSamplingProcessor) apply(rss ptrace.ResourceSpansSlice) {
 		}
 		for _, rec := range b.spans[res.first:res.last] {
 			if keep, reason := p.decision(rec.kind, rec.step); keep {
-				s, _ := rec.held.Move(&b.mover)
+				s, _ := rec.ref.Held.Move(&b.mover)
 				p.mark(s, rec.kind, reason)
 			} else {
 				p.t.dropped++
-				rec.held.Release()
+				rec.ref.Held.Release()
 			}
 		}
-		res.chunk.Placed()
 	}
 	b.mover.Reset(ptrace.ResourceSpansSlice{})
 	for _, rec := range b.resolved {

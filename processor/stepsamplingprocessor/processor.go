@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
-	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/clock"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
@@ -45,8 +44,7 @@ type stepSamplingProcessor struct {
 	reader   *steps.Reader
 	runIDKey string
 	maxHeld  int
-	engine   *steps.Engine[steps.Held, none]
-	logger   *zap.Logger
+	engine   *steps.Engine[none]
 	out      *steps.Output
 	tel      *telemetry
 
@@ -77,8 +75,6 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 		reader:   steps.NewReader(cfg.RankKeys, nil, groupKeys),
 		runIDKey: cfg.RunIDKey,
 		maxHeld:  cfg.MaxBufferedSpans,
-		logger:   set.Logger,
-		out:      steps.NewOutput(next),
 		tel:      tel,
 		memory:   newExceptionMemory(steps.MaxRememberedRanks),
 		b:        newBatch(),
@@ -86,10 +82,15 @@ func newStepSamplingProcessor(set processor.Settings, cfg *Config, next consumer
 	p.engine, err = steps.New(steps.Config{
 		Spans: cfg.Spans, Waits: cfg.Waits,
 		OverBudget: func(n steps.Counts) bool { return n.Waiting > cfg.MaxBufferedSpans },
+		// A span that waited goes out right after the batch its step span
+		// came in, in a request of its own: if it fails it is sent again at
+		// the next tick, not lost with the batch's own request.
+		Next: next, SpansName: "spans that waited for their step span", PassAtOnce: true,
 	}, p, clk, set.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("step_sampling: %w", err)
 	}
+	p.out = p.engine.Output()
 	return p, nil
 }
 
@@ -105,16 +106,12 @@ func (p *stepSamplingProcessor) processTraces(ctx context.Context, td ptrace.Tra
 		return td, errFull
 	}
 	var t tally
-	_, ok := p.engine.Consume(func(eb *steps.Batch[steps.Held, none]) {
+	st, ok := p.engine.Consume(func(eb *steps.Batch[none]) {
 		p.consume(eb, td.ResourceSpans())
-		p.out.Ready()
 		t, p.t = p.t, tally{}
 	})
 	if ok {
-		// The spans that waited and whose step span came with this batch,
-		// in a request of their own: if it fails they are sent again at
-		// the next tick, not lost with this batch's own request.
-		_ = p.send(ctx, &t) // refused: logged, counted, and sent again at the next tick
+		p.count(&t, &st)
 	}
 	p.tel.record(ctx, &t)
 	if td.ResourceSpans().Len() == 0 {
@@ -125,7 +122,7 @@ func (p *stepSamplingProcessor) processTraces(ctx context.Context, td ptrace.Tra
 
 // consume walks the batch's resources with the engine, decides their rank
 // steps and carries the decisions out.
-func (p *stepSamplingProcessor) consume(eb *steps.Batch[steps.Held, none], rss ptrace.ResourceSpansSlice) {
+func (p *stepSamplingProcessor) consume(eb *steps.Batch[none], rss ptrace.ResourceSpansSlice) {
 	b := &p.b
 	b.reset(rss)
 	for i := 0; i < rss.Len(); i++ {
@@ -137,7 +134,7 @@ func (p *stepSamplingProcessor) consume(eb *steps.Batch[steps.Held, none], rss p
 		ok := status == rankattr.Valid && !stepsummary.Has(rs)
 		b.begin(rs, ok, p.runIDOf(attrs), eb.Now())
 		if ok {
-			eb.Walk(rs, id, true)
+			b.cur().chunk = eb.Watch(rs, id)
 		}
 		b.end()
 	}
@@ -177,33 +174,24 @@ func (p *stepSamplingProcessor) shutdown(context.Context) error {
 }
 
 // Tick: the spans that waited span_wait in vain were passed on undecided
-// (Resolved); they go out now.
+// (Resolved); the engine sends them now.
 func (p *stepSamplingProcessor) Tick(time.Time, bool) {
-	p.out.Ready()
 	p.ticked, p.t = p.t, tally{}
 }
 
-// Send sends what the tick released, and what the next consumer refused
-// before.
-func (p *stepSamplingProcessor) Send(_ *steps.Stats, final bool) error {
+// Send counts what the tick did.
+func (p *stepSamplingProcessor) Send(st *steps.Stats, _ bool) error {
 	t := p.ticked
-	ctx := context.Background()
-	err := p.send(ctx, &t)
-	p.tel.record(ctx, &t)
-	if final {
-		return err
-	}
+	p.count(&t, st)
+	p.tel.record(context.Background(), &t)
 	return nil
 }
 
-// send passes the released spans on; what the next consumer refuses is sent
-// again at the next tick.
-func (p *stepSamplingProcessor) send(ctx context.Context, t *tally) error {
-	refused, err := p.out.Send(ctx)
-	if err != nil {
-		t.sendFailed += int64(refused)
-		p.logger.Error("the next consumer refused spans that waited for their step span; they are sent again at the next tick",
-			zap.Int("spans", refused), zap.Error(err))
-	}
-	return err
+// count counts what the engine did for the processor: the change in spans
+// it holds for their step span, and the spans the next consumer refused
+// (sent again at the next tick).
+func (p *stepSamplingProcessor) count(t *tally, st *steps.Stats) {
+	t.held += st.Waiting
+	p.held.Add(st.Waiting)
+	t.sendFailed += st.SendFailed
 }

@@ -77,7 +77,7 @@ type Tally struct {
 // Buffer is straggler retention. It is safe for concurrent use.
 type Buffer struct {
 	steps.Base[decision]
-	engine      *steps.Engine[steps.Held, decision]
+	engine      *steps.Engine[decision]
 	thresholds  stepbusy.Thresholds
 	maxHeld     int
 	exceptional func(ptrace.Span) bool
@@ -88,13 +88,9 @@ type Buffer struct {
 	// the last tick did, counted when it sends.
 	t, ticked Tally
 	steps     heldSteps
-	// cur is the resource being walked: its chunk when it is held, and
-	// whether keep_errors passed some of its spans on (they are read, never
-	// held).
+	// cur is the resource being walked: its rank's summary, when it is
+	// held and summarized.
 	cur struct {
-		chunk       *steps.Chunk
-		exceptional bool
-		// summary is the held rank's, when summarizing.
 		summary *summaryRank
 	}
 	// held counts the spans of every chunk that still holds a span; with
@@ -120,20 +116,20 @@ func New(cfg *Config, clk clock.Clock, logger *zap.Logger, next consumer.Traces,
 		logger:      logger,
 		record:      record,
 		steps:       newHeldSteps(),
-		out:         steps.NewOutput(next),
-	}
-	if cfg.Summarize {
-		b.sum = newSummarizer(b.out, cfg.ProgressInterval, cfg.IdentityKeys)
 	}
 	engine, err := steps.New(steps.Config{
 		Spans: cfg.Spans, WaitSpans: cfg.WaitSpans, Waits: cfg.Waits,
 		Scores: true, History: cfg.History, DecidedSize: cfg.DecisionCacheSize,
 		OverBudget: b.overBudget, KeyPrefix: "stragglers::", LocalWorld: cfg.Summarize,
+		Next: next, SpansName: "kept straggler spans",
 	}, b, clk, logger)
 	if err != nil {
 		return nil, fmt.Errorf("stragglers: %w", err)
 	}
-	b.engine = engine
+	b.engine, b.out = engine, engine.Output()
+	if cfg.Summarize {
+		b.sum = newSummarizer(b.out, cfg.ProgressInterval, cfg.IdentityKeys)
+	}
 	return b, nil
 }
 
@@ -153,7 +149,7 @@ func (b *Buffer) Shutdown() error {
 // Batch is one batch's view of the buffer, inside Consume.
 type Batch struct {
 	b  *Buffer
-	eb *steps.Batch[steps.Held, decision]
+	eb *steps.Batch[decision]
 }
 
 // Consume runs fn, which holds or observes the resources of one batch,
@@ -161,7 +157,7 @@ type Batch struct {
 // buffer is shut down.
 func (b *Buffer) Consume(ctx context.Context, fn func(*Batch)) bool {
 	var t Tally
-	_, ok := b.engine.Consume(func(eb *steps.Batch[steps.Held, decision]) {
+	_, ok := b.engine.Consume(func(eb *steps.Batch[decision]) {
 		fn(&Batch{b: b, eb: eb})
 		t, b.t = b.t, Tally{}
 	})
@@ -179,22 +175,20 @@ var ErrFull = errors.New("straggler retention: max_buffered_spans reached while 
 // Full reports whether the buffer is full of kept spans it cannot pass on.
 func (b *Buffer) Full() bool { return b.out.Unsent() > b.maxHeld }
 
-// Hold takes over rs, a resource of rank id the strategy drops: its spans
-// wait for their step's decision instead of being dropped. When keep_errors
-// passed some of them on (exceptional), rs is a copy of the resource in
-// which those are read for busy times, never held.
+// Hold takes over rs, a resource of rank id the strategy drops: the engine
+// moves it out of its batch and holds its spans, which wait for their
+// step's decision instead of being dropped. When keep_errors passed some of
+// them on (exceptional), rs is a copy of the resource in which those are
+// read for busy times, never held.
 func (h *Batch) Hold(rs ptrace.ResourceSpans, id steps.Identity, exceptional bool) {
 	b := h.b
-	c := steps.NewChunk(rs, id.Rank, h.eb.Now())
-	b.held += c.Len()
-	b.t.Held += int64(c.Len())
-	b.cur.chunk, b.cur.exceptional = c, exceptional
-	if b.sum != nil {
-		b.cur.summary = b.sum.rank(id.Rank, c.RS.Resource().Attributes())
+	var notHeld func(ptrace.Span) bool
+	if exceptional {
+		notHeld = b.exceptional
 	}
-	h.eb.Walk(c.RS, id, true)
-	b.cur.chunk, b.cur.summary = nil, nil
-	if c.Placed() {
+	c, emptied := h.eb.Hold(rs, id, notHeld)
+	b.cur.summary = nil
+	if emptied {
 		b.uncount(c)
 	}
 }
@@ -203,27 +197,28 @@ func (h *Batch) Hold(rs ptrace.ResourceSpans, id steps.Identity, exceptional boo
 // strategy keeps: its spans pass through untouched, but its busy times
 // count like every other rank's.
 func (h *Batch) ObserveKept(rs ptrace.ResourceSpans, id steps.Identity) {
-	h.eb.Walk(rs, id, false)
+	h.eb.Walk(rs, id)
 }
 
-// holdSpan holds span ref of the resource walked, unless keep_errors passed
-// it on.
-func (b *Buffer) holdSpan(ref steps.SpanRef) steps.Held {
-	if b.cur.exceptional && b.exceptional(ref.Span) {
-		return steps.Held{}
+// Resource counts the spans of a resource held (Hold) before they are
+// placed, so that the engine's budget sees them, and looks its rank's
+// summary up.
+func (b *Buffer) Resource(r *steps.Resource) {
+	c := r.Chunk
+	if c == nil {
+		return // read, not held (ObserveKept)
 	}
-	return b.cur.chunk.Hold(ref.Index, ref.Scope, ref.Span)
+	b.held += c.Len()
+	b.t.Held += int64(c.Len())
+	if b.sum != nil {
+		b.cur.summary = b.sum.rank(r.Rank, r.Attrs)
+	}
 }
 
-// Placed: a span of a dropped rank, placed as it arrived.
+// Placed: a span of a dropped rank, placed as it arrived (an empty Held:
+// keep_errors passed it on).
 func (b *Buffer) Placed(r *steps.Resource, ref steps.SpanRef, at steps.Placement[decision]) {
-	b.place(r.Rank, b.holdSpan(ref), at)
-}
-
-// Wait holds a span of a dropped rank whose step span has not come (an
-// empty Held: keep_errors passed it on).
-func (b *Buffer) Wait(_ *steps.Resource, ref steps.SpanRef) steps.Held {
-	return b.holdSpan(ref)
+	b.place(r.Rank, ref.Held, at)
 }
 
 // Resolved: a held span that waited, placed now, or given up.
@@ -239,8 +234,8 @@ func (b *Buffer) Arrived(r *steps.Resource, s ptrace.Span, step steps.StepSpan) 
 	}
 }
 
-// Tick writes the progress beats due and takes the kept spans and
-// summaries to pass on.
+// Tick writes the progress beats due; the engine then sends the kept spans
+// and summaries.
 func (b *Buffer) Tick(now time.Time, final bool) {
 	if b.sum != nil {
 		if !final {
@@ -248,26 +243,19 @@ func (b *Buffer) Tick(now time.Time, final bool) {
 		}
 		b.t.Summaries, b.sum.written = b.sum.written, 0
 	}
-	b.t.Held -= int64(b.out.Ready()) - b.t.Summaries
 	b.collected = 0
 	b.ticked, b.t = b.t, Tally{}
 }
 
-// Send passes the kept spans on; what the next consumer refuses is sent
-// again at the next tick.
-func (b *Buffer) Send(_ *steps.Stats, final bool) error {
+// Send counts what the tick did: the kept spans the engine passed on are
+// no longer held (the summaries never were), and those the next consumer
+// refused, sent again at the next tick.
+func (b *Buffer) Send(st *steps.Stats, _ bool) error {
 	t := b.ticked
-	refused, err := b.out.Send(context.Background())
-	if err != nil {
-		t.SendFailed += int64(refused)
-		b.logger.Error("the next consumer refused kept straggler spans; they are sent again at the next tick",
-			zap.Int("spans", refused), zap.Error(err))
-	}
+	t.Held -= st.Queued - t.Summaries
+	t.SendFailed += st.SendFailed
 	b.record(context.Background(), &t)
-	if final {
-		return err
-	}
 	return nil
 }
 
-var _ steps.Holder[steps.Held, decision] = (*Buffer)(nil)
+var _ steps.Holder[decision] = (*Buffer)(nil)

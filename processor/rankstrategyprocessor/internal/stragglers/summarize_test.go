@@ -43,7 +43,7 @@ func (v *verdicts) Decided(d *steps.Decision[struct{}]) {
 	}
 }
 
-func judge(t *testing.T, clk *clocktest.Fake) (*steps.Engine[struct{}, struct{}], *verdicts) {
+func judge(t *testing.T, clk *clocktest.Fake) (*steps.Engine[struct{}], *verdicts) {
 	t.Helper()
 	v := &verdicts{scores: map[[2]int64]stepbusy.Score{}}
 	e, err := steps.Observe(steps.Config{
@@ -66,13 +66,13 @@ var testReader = func() *steps.Reader {
 	return steps.NewReader(k.RankKeys, k.WorldSizeKeys, k.GroupKeys)
 }()
 
-func walk(t *testing.T, e *steps.Engine[struct{}, struct{}], td ptrace.Traces) {
+func walk(t *testing.T, e *steps.Engine[struct{}], td ptrace.Traces) {
 	t.Helper()
-	_, ok := e.Consume(func(b *steps.Batch[struct{}, struct{}]) {
+	_, ok := e.Consume(func(b *steps.Batch[struct{}]) {
 		for _, rs := range td.ResourceSpans().All() {
 			id, status := testReader.Read(rs.Resource().Attributes())
 			require.Equal(t, rankattr.Valid, status)
-			b.Walk(rs, id, false)
+			b.Walk(rs, id)
 		}
 	})
 	require.True(t, ok)
