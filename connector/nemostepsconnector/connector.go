@@ -22,10 +22,6 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
-// none is what the connector keeps of a span waiting for its step span
-// (nothing: the engine keeps the waits' intervals) and of a decided step.
-type none = struct{}
-
 // stepsConnector reads every rank's spans with the step engine and hands
 // what it finds to its feeds (feed.go): the step metrics, and the stall
 // detector and goodput when on. It is the engine's Observer; it sends what

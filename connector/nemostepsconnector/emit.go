@@ -227,11 +227,11 @@ func (w *pointWriter) stragglers(run *runCount) {
 }
 
 // runTime adds a run's cumulative time of one category, in seconds.
-func (w *pointWriter) runTime(l *rankLabels, start, ts int64, category string, seconds float64) {
+func (w *pointWriter) runTime(l *rankLabels, start, ts int64, category string, secs float64) {
 	dp := w.resource(l.service, l.group).metric(idRunTime).Sum().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(pcommon.Timestamp(start))
 	dp.SetTimestamp(pcommon.Timestamp(ts))
-	dp.SetDoubleValue(seconds)
+	dp.SetDoubleValue(secs)
 	putLabels(dp.Attributes(), l.group)
 	dp.Attributes().PutStr(attrTimeCategory, category)
 	w.added()
@@ -247,11 +247,11 @@ func (w *pointWriter) runGoodput(l *rankLabels, ts int64, v float64) {
 }
 
 // rankStraggler adds a rank's cumulative straggler time, in seconds.
-func (w *pointWriter) rankStraggler(l *rankLabels, start, ts int64, seconds float64) {
+func (w *pointWriter) rankStraggler(l *rankLabels, start, ts int64, secs float64) {
 	dp := w.resource(l.service, l.group).metric(idRankStragglerTime).Sum().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(pcommon.Timestamp(start))
 	dp.SetTimestamp(pcommon.Timestamp(ts))
-	dp.SetDoubleValue(seconds)
+	dp.SetDoubleValue(secs)
 	attrs := dp.Attributes()
 	attrs.EnsureCapacity(len(l.group) + len(l.node))
 	putLabels(attrs, l.group)

@@ -55,8 +55,8 @@ func (t *tickOut) addLogs(logs plog.Logs) {
 	logs.ResourceLogs().MoveAndAppendTo(t.logs.ResourceLogs())
 }
 
-var (
-	_ feed = (*stepMetrics)(nil)
-	_ feed = (*stallFeed)(nil)
-	_ feed = (*goodputFeed)(nil)
-)
+// stallCounts are the stalls found, by kind: behind, paused, wedged.
+type stallCounts [3]int64
+
+// none is what the connector remembers of a decided step: nothing.
+type none = struct{}

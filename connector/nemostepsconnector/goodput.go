@@ -41,6 +41,8 @@ type goodputFeed struct {
 	kinds map[string]goodput.SpanKind
 }
 
+var _ feed = (*goodputFeed)(nil)
+
 // maxKindNames bounds the span name cache; past it names are matched
 // every time.
 const maxKindNames = 4096
@@ -258,11 +260,4 @@ func (f *goodputFeed) emit(state *runState, now time.Time, logs plog.Logs) {
 func (*goodputFeed) extent(acct *goodput.Run) (first, last int64) {
 	first = acct.First()
 	return first, first + acct.Wall()
-}
-
-// rankCost is a rank and the straggler time it cost.
-type rankCost struct {
-	rank int64
-	ns   int64
-	host string
 }

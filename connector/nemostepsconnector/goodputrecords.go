@@ -18,24 +18,10 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/connector/nemostepsconnector/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/goodput"
-	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 )
 
-// Attribute names of the goodput record and metrics.
-const (
-	eventGoodput        = runrecords.EventGoodput
-	attrGoodput         = runrecords.Goodput
-	attrTimePrefix      = runrecords.TimePrefix
-	attrTimeCategory    = runrecords.TimeCategory
-	attrWallSeconds     = runrecords.WallSeconds
-	attrAttempts        = runrecords.Attempts
-	attrTopRanks        = runrecords.TopRanks
-	attrGoodputFinal    = runrecords.GoodputFinal
-	attrTopRankRank     = runrecords.TopRankRank
-	attrTopRankHost     = runrecords.TopRankHost
-	attrTopRankSeconds  = runrecords.TopRankSeconds
-	goodputRecordDigits = 4
-)
+// goodputRecordDigits rounds the goodput in the record.
+const goodputRecordDigits = 4
 
 // goodputReport is what a goodput record says of a run.
 type goodputReport struct {
@@ -152,4 +138,11 @@ func formatDuration(d time.Duration) string {
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	return strconv.FormatFloat(roundSeconds(d), 'f', -1, 64) + "s"
+}
+
+// rankCost is a rank and the straggler time it cost.
+type rankCost struct {
+	rank int64
+	ns   int64
+	host string
 }

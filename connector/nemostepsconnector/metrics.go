@@ -71,6 +71,8 @@ func (m *stepMetrics) decided(d *steps.Decision[none]) {
 	}
 }
 
+var _ feed = (*stepMetrics)(nil)
+
 // stepValues are a rank step's gauge values, in seconds and scores.
 type stepValues [numGauges]float64
 

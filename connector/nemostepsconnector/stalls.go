@@ -14,27 +14,9 @@ import (
 
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/rankattr"
-	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 	"github.com/nemo-lens/otelcol-nemo/internal/stall"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
-)
-
-// Attribute names of the stall records and gauges.
-const (
-	attrEventName      = runrecords.EventName
-	attrStallKind      = runrecords.StallKind
-	attrStallIteration = runrecords.StallIteration
-	attrStallRanks     = runrecords.StallRanks
-	attrStallHosts     = runrecords.StallHosts
-	attrStallLostHosts = runrecords.StallLostHosts
-	attrStallSeconds   = runrecords.StallSeconds
-	attrStallStage     = runrecords.StallStage
-	eventStalled       = runrecords.EventStalled
-	eventResumed       = runrecords.EventResumed
-	attrProcessPID     = "process.pid"
-	attrServiceInst    = "service.instance.id"
-	attrRunUUID        = "nv.dl.run.uuid"
 )
 
 // stallFeed feeds the stall detector (internal/stall) every rank's
@@ -54,9 +36,6 @@ type stallFeed struct {
 	tracker stall.Tracker
 	tracked bool
 }
-
-// stallCounts are the stalls found, by kind: behind, paused, wedged.
-type stallCounts [3]int64
 
 func newStallFeed(cfg *StallsConfig, spans *steps.Recognizer, runs *runTable, out *pointWriter, logger *zap.Logger) *stallFeed {
 	return &stallFeed{
@@ -125,6 +104,8 @@ func (f *stallFeed) arrived(run *runState, r *steps.Resource, s ptrace.Span, ste
 	}
 	tr.Span(span)
 }
+
+var _ feed = (*stallFeed)(nil)
 
 // decided: the detector follows the spans as they arrive.
 func (*stallFeed) decided(*steps.Decision[none]) {}
