@@ -31,10 +31,15 @@ import (
 
 // runsOnBothGateways probes runs until each of the two gateways owns at
 // least one, and returns the owners and the runs of gateway 0's first run's
-// owner and of the other.
+// owner and of the other. The gateways' ports, and so the load balancer's
+// ring, change from run to run: 32 names make all of them hashing to one
+// gateway a chance of about 1 in 2^31 (with 8 names it happened once here).
 func runsOnBothGateways(t *testing.T, agents []*testcollector.Collector, gws []*gateway) (map[string]int, []string, []string) {
 	t.Helper()
 	names := []string{"run-alpha", "run-bravo", "run-charlie", "run-delta", "run-echo", "run-foxtrot", "run-golf", "run-hotel"}
+	for i := range 24 {
+		names = append(names, fmt.Sprintf("run-%02d", i))
+	}
 	owner := map[string]int{}
 	for i := 0; i < len(names); i += 2 {
 		o, _, _ := findRunOwners(t, agents, gws, names[i:i+2])

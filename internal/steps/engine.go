@@ -143,6 +143,14 @@ type waitingSpan struct {
 	seq uint64
 }
 
+// heldCount is 1 when the engine holds the span for its holder.
+func (w *waitingSpan) heldCount() int64 {
+	if w.held.Chunk != nil {
+		return 1
+	}
+	return 0
+}
+
 // Observe returns an engine on clk for an Observer, which walks every
 // resource with Batch.Walk. It starts its ticker at Start.
 func Observe[D any](cfg Config, o Observer[D], clk clock.Clock, logger *zap.Logger) (*Engine[D], error) {

@@ -96,7 +96,7 @@ func (e *Engine[D]) giveUp(rank Rank, st *rankState, why Expiry, kept *int64, wh
 		if w.kept {
 			*kept++
 			e.stats.Expired[why]++
-			e.stats.Waiting--
+			e.stats.Waiting -= w.heldCount()
 			e.l.Resolved(rank, w.held, Placement[D]{Kind: KindExpired, Expiry: why})
 		}
 		return true
@@ -118,7 +118,7 @@ func (e *Engine[D]) settle(rank Rank, w waitingSpan, iteration int64, where Plac
 		}
 	}
 	if w.kept {
-		e.stats.Waiting--
+		e.stats.Waiting -= w.heldCount()
 		e.l.Resolved(rank, w.held, e.placement(key, kind))
 	}
 }
@@ -133,7 +133,7 @@ func (e *Engine[D]) TakeWaiting(rank Rank, take func(h Held, start int64) bool) 
 	}
 	e.counts.Waiting -= st.waiting.RemoveIf(func(w waitingSpan, start int64, _ time.Duration) bool {
 		if w.kept && take(w.held, start) {
-			e.stats.Waiting--
+			e.stats.Waiting -= w.heldCount()
 			return true
 		}
 		return false

@@ -361,7 +361,7 @@ func (b *Batch[D]) settlePending() {
 				b.leave()
 			}
 			w.kept, w.held = true, b.hold(ref.SpanRef)
-			e.stats.Waiting++
+			e.stats.Waiting += w.heldCount()
 		}
 		st.waiting.Add(w, start, b.arrival)
 		e.counts.Waiting++
