@@ -110,7 +110,7 @@ func TestRunsPastTheBoundGoSilentFirst(t *testing.T) {
 	for i := range maxRememberedRuns + 2 {
 		r := &steps.Resource{
 			Identity: steps.Identity{Rank: steps.Rank{Group: uint64(i), Rank: 0}},
-			Seq:      uint64(i + 1), Attrs: attrs, At: t0.Add(time.Duration(i) * time.Millisecond),
+			Attrs:    attrs, At: t0.Add(time.Duration(i) * time.Millisecond),
 		}
 		runs.atStep(runs.at(r), r)
 	}

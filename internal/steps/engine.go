@@ -138,7 +138,7 @@ type waitingSpan struct {
 	isWait bool
 	kept   bool
 	held   Held
-	// seq is its resource's (Resource.Seq): the budget gives up the spans
+	// seq is its resource's (Resource.seq): the budget gives up the spans
 	// that waited longest one resource at a time.
 	seq uint64
 }

@@ -98,8 +98,9 @@ func (observing[D]) Resolved(Rank, Held, Placement[D])       {}
 // Resource is the resource being walked, as its user sees it.
 type Resource struct {
 	Identity
-	// Seq numbers the resources an engine walks.
-	Seq uint64
+	// seq numbers the resources an engine walks (the budget gives up
+	// waiting spans one resource at a time).
+	seq uint64
 	// Attrs are the resource's attributes.
 	Attrs pcommon.Map
 	// Arrival is the engine's time of the batch, At the wall clock's.

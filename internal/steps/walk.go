@@ -116,7 +116,7 @@ func (b *Batch[D]) Watch(rs ptrace.ResourceSpans, id Identity) *Chunk {
 // chunk that holds the resource in the end (nil: it stayed in its batch).
 func (b *Batch[D]) walk(rs ptrace.ResourceSpans, id Identity, mode walkMode, notHeld func(ptrace.Span) bool, c *Chunk) *Chunk {
 	e := b.e
-	b.res = Resource{Identity: id, Seq: b.res.Seq + 1, Attrs: rs.Resource().Attributes(), Arrival: b.arrival, At: b.at, Chunk: c}
+	b.res = Resource{Identity: id, seq: b.res.seq + 1, Attrs: rs.Resource().Attributes(), Arrival: b.arrival, At: b.at, Chunk: c}
 	b.rs, b.mode, b.notHeld = rs, mode, notHeld
 	b.st = e.rank(id.Rank)
 	e.l.Resource(&b.res)
@@ -352,7 +352,7 @@ func (b *Batch[D]) settlePending() {
 			b.placed(ref.SpanRef, ref.isWait, iteration, where)
 			continue
 		}
-		w := waitingSpan{isWait: ref.isWait, seq: b.res.Seq}
+		w := waitingSpan{isWait: ref.isWait, seq: b.res.seq}
 		if ref.isWait {
 			w.iv = IntervalOf(ref.Span)
 		}
