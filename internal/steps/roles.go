@@ -53,8 +53,9 @@ type Observer[D any] interface {
 	Tick(now time.Time, final bool)
 
 	// Send passes on what the user collected, and counts st, the engine's
-	// work since the last Send; it runs without the engine's lock, so that
-	// a slow consumer does not hold up the batches.
+	// work since the last Send (for a holder, the engine has just sent what
+	// it passed on with the Output: st counts it); it runs without the
+	// engine's lock, so that a slow consumer does not hold up the batches.
 	Send(st *Stats, final bool) error
 }
 
