@@ -52,9 +52,6 @@ type deferredPlace[D any] struct {
 	at  Placement[D]
 }
 
-// Now is the engine's time of the batch.
-func (b *Batch[D]) Now() time.Duration { return b.arrival }
-
 // Skip counts the step and wait spans of a resource without a usable rank
 // (status Missing or Invalid).
 func (b *Batch[D]) Skip(rs ptrace.ResourceSpans, status rankattr.Status) {

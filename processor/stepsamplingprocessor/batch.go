@@ -4,8 +4,6 @@
 package stepsamplingprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/stepsamplingprocessor"
 
 import (
-	"time"
-
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/nemo-lens/otelcol-nemo/internal/pdatautil"
@@ -34,9 +32,8 @@ type batch struct {
 type resourceRec struct {
 	rs ptrace.ResourceSpans
 	// ok: it has a usable rank; runID is the run the sample hashes.
-	ok      bool
-	runID   string
-	arrival time.Duration
+	ok    bool
+	runID string
 	// spans[first:last] are its placed spans.
 	first, last int
 	// chunk holds the resource, moved out of the batch by the engine
@@ -103,8 +100,8 @@ func (b *batch) reset(ptrace.ResourceSpansSlice) {
 }
 
 // begin starts a resource of the batch; end closes it.
-func (b *batch) begin(rs ptrace.ResourceSpans, ok bool, runID string, arrival time.Duration) {
-	b.resources = append(b.resources, resourceRec{rs: rs, ok: ok, runID: runID, arrival: arrival, first: len(b.spans)})
+func (b *batch) begin(rs ptrace.ResourceSpans, ok bool, runID string) {
+	b.resources = append(b.resources, resourceRec{rs: rs, ok: ok, runID: runID, first: len(b.spans)})
 }
 
 func (b *batch) end() {

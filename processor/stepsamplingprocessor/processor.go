@@ -132,7 +132,7 @@ func (p *stepSamplingProcessor) consume(eb *steps.Batch[none], rss ptrace.Resour
 		// An agent's step summaries (internal/stepsummary) pass untouched:
 		// they are not telemetry of the job's steps.
 		ok := status == rankattr.Valid && !stepsummary.Has(rs)
-		b.begin(rs, ok, p.runIDOf(attrs), eb.Now())
+		b.begin(rs, ok, p.runIDOf(attrs))
 		if ok {
 			b.cur().chunk = eb.Watch(rs, id)
 		}
