@@ -134,16 +134,35 @@ func Config(tb testing.TB, name string) string {
 	return p
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free when asked.
+// FreePort returns a TCP port on 127.0.0.1 that was free when asked and
+// that no earlier call of this test process returned: the kernel hands a
+// port just closed out again, and two ports asked for one peer in a row
+// (Jaeger's OTLP receiver and its query server) once came back equal.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("find a free port: %v", err)
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatalf("find a free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !given[port] {
+			given[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	tb.Fatalf("find a free port: 1,000 tries gave ports this test process used already (%d of them)", len(given))
+	return 0
 }
+
+// given are the ports FreePort returned.
+var (
+	givenMu sync.Mutex
+	given   = map[int]bool{}
+)
 
 // Collector is one running otelcol-nemo process.
 type Collector struct {
