@@ -193,10 +193,10 @@ func scenarioList() []scenario {
 			env: map[string]string{"NEMO_VIEW": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
 		},
-		// The default preset without the nemo_steps connector (step metrics
+		// The default preset without nemo_steps (step metrics
 		// of every rank) against it: what the metrics cost.
 		{
-			name: "preset_no_step_metrics", what: "configs/file.yaml without nemo_steps (no forward split), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
+			name: "preset_no_step_metrics", what: "configs/file.yaml without nemo_steps (processor and receiver), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			derive: withoutStepMetrics, requires: []string{"rank_strategy", "jsonl_file"},
 			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std, alternate: true,
 		},
@@ -554,29 +554,24 @@ func derivedConfig(t *testing.T, path string, derive func(map[string]any)) strin
 	return derived
 }
 
-// withoutStepMetrics is a preset without the nemo_steps connector: the
-// traces go from the receiver straight to rank_strategy, as before the
-// forward split, and the metrics/steps pipeline is gone.
+// withoutStepMetrics is a preset without nemo_steps: the processor leaves
+// every traces pipeline, and the receiver and the pipelines it feeds (its
+// step metrics and stall records) are gone.
 func withoutStepMetrics(cfg map[string]any) {
-	delete(cfg, "connectors")
+	procs, _ := cfg["processors"].(map[string]any)
+	delete(procs, "nemo_steps")
+	recvs, _ := cfg["receivers"].(map[string]any)
+	delete(recvs, "nemo_steps")
 	service, _ := cfg["service"].(map[string]any)
 	pipes, _ := service["pipelines"].(map[string]any)
-	in, _ := pipes["traces/in"].(map[string]any)
-	for name, p := range pipes {
-		pl, _ := p.(map[string]any)
-		if recv, _ := pl["receivers"].([]any); len(recv) == 1 && recv[0] == "forward/traces" {
-			procs, _ := pl["processors"].([]any)
-			pl["receivers"] = in["receivers"]
-			pl["processors"] = append(append([]any{}, in["processors"].([]any)...), procs...)
-			pipes[name] = pl
-		}
-	}
-	delete(pipes, "traces/in")
-	// Every pipeline nemo_steps feeds: its step metrics and stall records.
 	for name, p := range pipes {
 		pl, _ := p.(map[string]any)
 		if recv, _ := pl["receivers"].([]any); slices.Contains(recv, any("nemo_steps")) {
 			delete(pipes, name)
+			continue
+		}
+		if ps, _ := pl["processors"].([]any); slices.Contains(ps, any("nemo_steps")) {
+			pl["processors"] = slices.DeleteFunc(slices.Clone(ps), func(p any) bool { return p == "nemo_steps" })
 		}
 	}
 }

@@ -39,12 +39,12 @@ type telemetry struct {
 	Severities map[string]int
 	// SpanRecords holds every span record, for tests that look at more.
 	SpanRecords []record
-	// StepPoints holds the nemo_steps connector's data points (metrics named
+	// StepPoints holds the nemo_steps processor's data points (metrics named
 	// nemo.step.*, its stall gauges and its goodput metrics nemo.run.* and
 	// nemo.rank.*). They are what the collector derived, not what a rank
 	// sent, so they are counted in none of the above.
 	StepPoints []record
-	// StallRecords holds the nemo_steps connector's stall records
+	// StallRecords holds the nemo_steps processor's stall records
 	// (nemo.run.stalled, nemo.run.resumed), likewise counted in none;
 	// GoodputRecords its nemo.run.goodput records.
 	StallRecords   []record

@@ -274,7 +274,7 @@ var dashboardVar = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
 
 // TestGrafanaDashboardVariable: the page tells users to pick the run with the
 // dashboard variable nemo_run_id. deploy/grafana/nemo-steps.json defines it
-// from the nemo_run_id label; every query of the connector's nemo_step_*
+// from the nemo_run_id label; every query of the nemo_steps processor's nemo_step_*
 // metrics filters on it; and every variable a query uses is one the dashboard
 // defines (or one of Grafana's own, $__...).
 func TestGrafanaDashboardVariable(t *testing.T) {

@@ -65,16 +65,18 @@ func TestPresetsBindLocalhostByDefault(t *testing.T) {
 			connectors, _ := cfg["connectors"].(map[string]any)
 			for name, pl := range pipelines {
 				procs, _ := pl.(map[string]any)["processors"].([]any)
-				// A pipeline fed only by connectors gets what another
-				// pipeline's memory_limiter has already admitted.
+				// A pipeline fed only by connectors, or by the nemo_steps
+				// receiver (what the nemo_steps processor found in the
+				// traces), gets what another pipeline's memory_limiter has
+				// already admitted.
 				recvs, _ := pl.(map[string]any)["receivers"].([]any)
-				fromConnectors := len(recvs) > 0
+				derived := len(recvs) > 0
 				for _, r := range recvs {
-					if id, _ := r.(string); !hasKey(connectors, id) {
-						fromConnectors = false
+					if id, _ := r.(string); !hasKey(connectors, id) && !isStepsReceiver(id) {
+						derived = false
 					}
 				}
-				if !fromConnectors && (len(procs) == 0 || procs[0] != "memory_limiter") {
+				if !derived && (len(procs) == 0 || procs[0] != "memory_limiter") {
 					t.Errorf("pipeline %s: memory_limiter must come first, have %v", name, procs)
 				}
 				if !containsPrefix(procs, "batch") {
@@ -160,4 +162,9 @@ func yamlString(t *testing.T, v any) string {
 func hasKey(m map[string]any, k string) bool {
 	_, ok := m[k]
 	return ok
+}
+
+// isStepsReceiver: the nemo_steps receiver, or one of its named instances.
+func isStepsReceiver(id string) bool {
+	return id == "nemo_steps" || strings.HasPrefix(id, "nemo_steps/")
 }

@@ -368,7 +368,7 @@ func TestGatewayTailSamplingOverlayValidates(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(out), &merged); err != nil {
 		t.Fatalf("print-config output: %v\n%s", err, out)
 	}
-	want := []string{"rank_strategy", "step_sampling", "tail_sampling"}
+	want := []string{"memory_limiter", "nemo_steps", "rank_strategy", "step_sampling", "tail_sampling"}
 	if got := merged.Service.Pipelines["traces"].Processors; !slices.Equal(got, want) {
 		t.Errorf("merged traces pipeline processors %v, want %v", got, want)
 	}

@@ -556,7 +556,7 @@ func checkMissingRanks(t *testing.T, gw *nsGateway, got telemetry) {
 			}
 		}
 	}
-	missing := gw.metric(t, "otelcol_connector_nemo_steps_ranks_missing")
+	missing := gw.metric(t, "otelcol_processor_nemo_steps_ranks_missing")
 	if int(missing) != absent {
 		body, _ := gw.l.httpGet(serviceHost, gw.l.addr[serviceHost]+":8888", "/metrics")
 		var lines []string

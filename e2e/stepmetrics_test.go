@@ -20,7 +20,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/testcollector"
 )
 
-// stepGauges are the nemo_steps connector's per rank and step metrics.
+// stepGauges are the nemo_steps processor's per rank and step metrics.
 var stepGauges = []string{"nemo.step.duration", "nemo.step.busy_time", "nemo.step.wait_time", "nemo.step.relative_score", "nemo.step.individual_score"}
 
 const (
@@ -286,7 +286,7 @@ func dashboardQueries(t *testing.T) []dashboardQuery {
 }
 
 // checkDashboardQueries: every metric the Grafana dashboard queries is in
-// the exposition (the connector's :8889 and the collector's own :8888, from
+// the exposition (the prometheus exporter's :8889 and the collector's own :8888, from
 // a real run), and every label it selects or groups by is on that metric, so
 // that a renamed metric or label fails here instead of leaving an empty
 // panel. The metrics in absent may be missing (a run that never stalled has

@@ -18,13 +18,13 @@ import (
 )
 
 // The page reads what nemo_steps writes: these tests feed nemo_steps' own
-// golden outputs (connector/nemostepsconnector/testdata), not an imitation
+// golden outputs (processor/nemostepsprocessor/testdata), not an imitation
 // of them, so that a change to either side of the contract
 // (internal/runrecords) that the other does not follow fails here.
 
 // nemoStepsGolden is one of nemo_steps' golden cases.
 func nemoStepsGolden(name string) string {
-	return filepath.Join("..", "..", "connector", "nemostepsconnector", "testdata", name)
+	return filepath.Join("..", "..", "processor", "nemostepsprocessor", "testdata", name)
 }
 
 // nemoStepsShapes are the four Megatron shapes of nemo_steps' cases.

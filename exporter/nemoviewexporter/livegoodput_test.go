@@ -18,7 +18,7 @@ import (
 // goldenGoodput is nemo_steps' own output for its goodput case (a run of
 // 4 ranks, a straggler, a save, an evaluation, a wedge and a relaunch):
 // the metrics of every tick, and the records.
-var goldenGoodput = filepath.Join("..", "..", "connector", "nemostepsconnector", "testdata", "goodput_train_step_in_job")
+var goldenGoodput = filepath.Join("..", "..", "processor", "nemostepsprocessor", "testdata", "goodput_train_step_in_job")
 
 // TestGoodputIsLiveOnThePage: nemo_steps' goodput metrics, tick by tick
 // (its golden output), make the page's goodput before any record: the
