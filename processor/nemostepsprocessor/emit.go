@@ -5,7 +5,6 @@ package nemostepsprocessor // import "github.com/nemo-lens/otelcol-nemo/processo
 
 import (
 	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -103,7 +102,7 @@ type pointWriter struct {
 	resources map[string]*resourceMetrics
 	points    int // in md
 	full      []batch
-	key       strings.Builder
+	key       []byte
 }
 
 // batch is a finished request of step metrics and its data points.
@@ -126,19 +125,20 @@ func newPointWriter() *pointWriter {
 }
 
 func (w *pointWriter) resource(service string, group []label) *resourceMetrics {
-	w.key.Reset()
-	w.key.WriteString(service)
+	// The key is built in a buffer kept across points, and looked up
+	// without a copy: one allocation per resource, none per point.
+	w.key = append(w.key[:0], service...)
 	for _, l := range group {
-		w.key.WriteByte(0)
-		w.key.WriteString(l.key)
-		w.key.WriteByte(0)
+		w.key = append(w.key, 0)
+		w.key = append(w.key, l.key...)
+		w.key = append(w.key, 0)
 		if l.isNum {
-			w.key.WriteString(strconv.FormatInt(l.num, 10))
+			w.key = strconv.AppendInt(w.key, l.num, 10)
 		} else {
-			w.key.WriteString(l.str)
+			w.key = append(w.key, l.str...)
 		}
 	}
-	if r := w.resources[w.key.String()]; r != nil {
+	if r := w.resources[string(w.key)]; r != nil {
 		return r
 	}
 	rm := w.md.ResourceMetrics().AppendEmpty()
@@ -150,7 +150,7 @@ func (w *pointWriter) resource(service string, group []label) *resourceMetrics {
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(metadata.ScopeName)
 	r := &resourceMetrics{metrics: sm.Metrics()}
-	w.resources[w.key.String()] = r
+	w.resources[string(w.key)] = r
 	return r
 }
 
