@@ -14,6 +14,8 @@
 //   - a `jaeger` exporter, defined or only named in a pipeline: it was
 //     removed from the collector, since Jaeger receives OTLP itself; the
 //     otlp_grpc exporter replaces it;
+//   - a `nemo_steps` connector: nemo_steps is a processor and a receiver
+//     of the same name now; the error says where its settings go;
 //   - an OTLP exporter (otlp_grpc, otlp_http, nemo_otlp) whose endpoint is this collector's own OTLP receiver:
 //     every item would loop back into the collector forever. It happens when
 //     a preset reads the job's OTEL_EXPORTER_OTLP_ENDPOINT in a shell shared
@@ -106,6 +108,7 @@ func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 		}
 	}
 	errs = append(errs, undefinedJaeger(conf, exporters)...)
+	errs = append(errs, movedNemoSteps(conf)...)
 	c.warnStrandedQueues(conf, exporters)
 	c.warnDropAll(conf)
 	return errors.Join(errs...)

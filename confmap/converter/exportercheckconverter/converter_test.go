@@ -65,6 +65,27 @@ func TestJaegerExporter(t *testing.T) {
 	assert.Contains(t, err.Error(), "otlp_grpc")
 }
 
+// A nemo_steps connector (the shape before nemo_steps was a processor and a
+// receiver) fails naming where its settings go; the forward connector and a
+// nemo_steps processor and receiver pass.
+func TestNemoStepsConnector(t *testing.T) {
+	err := convert(t, map[string]any{"connectors": map[string]any{
+		"forward/traces":   map[string]any{},
+		"nemo_steps":       map[string]any{"decision_wait": "10s"},
+		"nemo_steps/other": nil,
+	}})
+	require.ErrorContains(t, err, "connectors::nemo_steps: nemo_steps is a processor and a receiver now, not a connector: move its settings to processors::nemo_steps")
+	require.ErrorContains(t, err, "add receivers::nemo_steps: {}")
+	require.ErrorContains(t, err, "connectors::nemo_steps/other:")
+	assert.NotContains(t, err.Error(), "connectors::forward")
+
+	require.NoError(t, convert(t, map[string]any{
+		"connectors": map[string]any{"forward/traces": map[string]any{}},
+		"processors": map[string]any{"nemo_steps": map[string]any{"decision_wait": "10s"}},
+		"receivers":  map[string]any{"nemo_steps": map[string]any{}},
+	}))
+}
+
 func TestExportToOwnReceiver(t *testing.T) {
 	for name, tc := range map[string]struct {
 		grpc, http string
