@@ -26,7 +26,7 @@ export GOFLAGS ?= -buildvcs=false
 # change to one rebuilds it. Test
 # support is left out: internal/testing/ (`make lint` checks that the binary
 # links none of it) and mdatagen's internal/metadatatest packages.
-COMPONENT_SRC := $(shell find exporter processor connector confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' ! -path 'internal/testing/*' ! -path '*/internal/metadatatest/*' 2>/dev/null) \
+COMPONENT_SRC := $(shell find exporter processor receiver confmap internal -name '*.go' ! -name '*_test.go' ! -path 'internal/tools/*' ! -path 'internal/testing/*' ! -path '*/internal/metadatatest/*' 2>/dev/null) \
                  $(shell find exporter -path '*/assets/*' -type f 2>/dev/null)
 # The Go modules `make test` and `make lint` cover: the components (the root
 # module), and e2e/ and bench/, each a module of its own so that a
@@ -37,7 +37,7 @@ COMPONENT_SRC := $(shell find exporter processor connector confmap internal -nam
 MODULES := . e2e bench
 # Our packages that builder-config.yaml puts in the binary, for that check.
 COMPONENT_PKGS := $(shell sed -n 's|^ *import: \(github.com/nemo-lens/otelcol-nemo/.*\)|\1|p' builder-config.yaml)
-METADATA      := $(shell find exporter processor connector -name metadata.yaml 2>/dev/null)
+METADATA      := $(shell find exporter processor receiver -name metadata.yaml 2>/dev/null)
 GENERATED_DIRS := $(sort $(dir $(METADATA)))
 
 .PHONY: help

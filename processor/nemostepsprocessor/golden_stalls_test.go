@@ -19,7 +19,7 @@ import (
 )
 
 // stallArrival is one batch of a stall case and how long the clock runs
-// after it (the connector ticks every second of it).
+// after it (the processor ticks every second of it).
 type stallArrival struct {
 	td   func() ptrace.Traces
 	then time.Duration

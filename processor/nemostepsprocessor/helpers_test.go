@@ -23,7 +23,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/processor/nemostepsprocessor/internal/metadatatest"
 )
 
-// harness runs the connector on a fake clock and captures what it sends.
+// harness runs the processor on a fake clock and captures what it sends.
 type harness struct {
 	t    *testing.T
 	clk  *clocktest.Fake
@@ -32,7 +32,7 @@ type harness struct {
 	tel  *componenttest.Telemetry
 }
 
-// newHarness runs the connector with goodput off unless edit turns it on:
+// newHarness runs the processor with goodput off unless edit turns it on:
 // the tests of the step metrics and stalls count every point.
 func newHarness(t *testing.T, edit func(*Config)) *harness {
 	t.Helper()
@@ -56,7 +56,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 
 func (h *harness) consume(td ptrace.Traces) {
 	h.t.Helper()
-	td.MarkReadOnly() // the connector must not change what it reads
+	td.MarkReadOnly() // the processor must not change what it reads
 	require.NoError(h.t, h.c.ConsumeTraces(context.Background(), td))
 }
 
@@ -77,7 +77,7 @@ type point struct {
 	sum      bool
 }
 
-// points flattens everything the connector sent so far.
+// points flattens everything the processor sent so far.
 func (h *harness) points() []point {
 	var out []point
 	for _, md := range h.sink.AllMetrics() {

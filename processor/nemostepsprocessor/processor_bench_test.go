@@ -55,9 +55,9 @@ func nextIteration(td ptrace.Traces, iteration int64) {
 	}
 }
 
-// startBenchConnector starts a connector of cfg on clk whose points go
+// startBenchProcessor starts a processor of cfg on clk whose points go
 // nowhere.
-func startBenchConnector(b *testing.B, tel *componenttest.Telemetry, cfg *Config, clk *clocktest.Fake) *stepsProcessor {
+func startBenchProcessor(b *testing.B, tel *componenttest.Telemetry, cfg *Config, clk *clocktest.Fake) *stepsProcessor {
 	b.Helper()
 	c, err := newProcessor(metadatatest.NewSettings(tel), cfg, clk)
 	if err != nil {
@@ -98,7 +98,7 @@ func BenchmarkConsumeTraces(b *testing.B) {
 			if bc.goodputOff {
 				cfg.Goodput = configoptional.None[GoodputConfig]()
 			}
-			c := startBenchConnector(b, tel, cfg, clk)
+			c := startBenchProcessor(b, tel, cfg, clk)
 			ctx := b.Context()
 			td := benchBatch()
 			spans := td.SpanCount()

@@ -62,7 +62,7 @@ func (j syncJob) fixture(shape lensfixture.Shape) lensfixture.Run {
 
 func (j syncJob) rank(r int64) lensfixture.Rank { return j.fixture(ownRoot).Ranks[r] }
 
-// step is rank r's step on iteration, what the connector must measure.
+// step is rank r's step on iteration, what the processor must measure.
 func (j syncJob) step(r, iteration int64) lensfixture.Step {
 	return j.fixture(ownRoot).StepOf(r, iteration)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
-// stallHarness is the connector with its stall records captured, judging
+// stallHarness is the processor with its stall records captured, judging
 // a run stalled after 5 s without a completed step.
 func stallHarness(t *testing.T) (*harness, *consumertest.LogsSink) {
 	h := newHarness(t, func(cfg *Config) { cfg.Stalls.Get().MinStall = 5 * time.Second })
@@ -164,7 +164,7 @@ func pointsNamed(points []point, name string) []point {
 
 // With stalls: {enabled: false} a hang is not judged at all: no record, no
 // stall gauge, no state in a detector, and the step metrics are exactly
-// those of the connector with the detector on.
+// those of the processor with the detector on.
 func TestStallDetectionOff(t *testing.T) {
 	on, _ := stallHarness(t)
 	off := newHarness(t, func(cfg *Config) { cfg.Stalls = configoptional.None[StallsConfig]() })

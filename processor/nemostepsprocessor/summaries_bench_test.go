@@ -73,7 +73,7 @@ func BenchmarkGatewaySummaries(b *testing.B) {
 			runtime.GC()
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
-			c := startBenchConnector(b, tel, cfg, clk)
+			c := startBenchProcessor(b, tel, cfg, clk)
 			ctx := b.Context()
 			var decide time.Duration
 			b.ReportAllocs()
