@@ -76,10 +76,14 @@ func (f *factories) processor() processor.Factory {
 func (f *factories) receiver() receiver.Factory {
 	return receiver.NewFactory(metadata.Type, createReceiverConfig,
 		receiver.WithMetrics(func(_ context.Context, set receiver.Settings, _ component.Config, next consumer.Metrics) (receiver.Metrics, error) {
-			return f.attach(set.ID, func(p *pair) { p.metrics = next }), nil
+			comp := f.acquire(set.ID)
+			comp.Unwrap().metrics = next
+			return comp, nil
 		}, component.StabilityLevelAlpha),
 		receiver.WithLogs(func(_ context.Context, set receiver.Settings, _ component.Config, next consumer.Logs) (receiver.Logs, error) {
-			return f.attach(set.ID, func(p *pair) { p.logs = next }), nil
+			comp := f.acquire(set.ID)
+			comp.Unwrap().logs = next
+			return comp, nil
 		}, component.StabilityLevelAlpha))
 }
 
@@ -87,7 +91,7 @@ func (f *factories) receiver() receiver.Factory {
 // listed in several traces pipelines is one engine: every pipeline's spans
 // count in the same runs.
 func (f *factories) createTraces(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
-	comp := f.attach(set.ID, func(*pair) {})
+	comp := f.acquire(set.ID)
 	p := comp.Unwrap()
 	if p.steps == nil {
 		s, err := newProcessor(set, cfg.(*Config), f.clk)
@@ -107,10 +111,10 @@ func (f *factories) createTraces(ctx context.Context, set processor.Settings, cf
 		processorhelper.WithShutdown(comp.Shutdown))
 }
 
-// attach takes a share of id's nemo_steps and lets set fill in its part.
-func (f *factories) attach(id component.ID, set func(*pair)) *sharedcomponent.Component[*pair] {
+// acquire takes a share of id's nemo_steps, for its caller to fill in its
+// half.
+func (f *factories) acquire(id component.ID) *sharedcomponent.Component[*pair] {
 	comp, _ := f.shared.Acquire(id, func() (*pair, error) { return &pair{id: id}, nil }) // creating a pair cannot fail
-	set(comp.Unwrap())
 	return comp
 }
 
