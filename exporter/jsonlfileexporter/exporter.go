@@ -6,14 +6,13 @@ package jsonlfileexporter // import "github.com/nemo-lens/otelcol-nemo/exporter/
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
@@ -166,58 +165,40 @@ func (s *signalExporter) putBatch(b *batch) {
 	}
 }
 
-func (s *signalExporter) consumeTraces(_ context.Context, td ptrace.Traces) error {
-	rss := td.ResourceSpans()
-	return consume(s, rss, (*recordEncoder).appendResourceSpans, func(failed []int, err error) error {
-		retry := ptrace.NewTraces()
-		for _, i := range failed {
-			rss.At(i).CopyTo(retry.ResourceSpans().AppendEmpty())
+// push is the exporterhelper pusher of one signal: it writes a request's
+// resources.
+func push[T any, R pdatautil.Resource](s *signalExporter, sig *signal[T, R]) xexporterhelper.RequestConsumeFunc {
+	return func(_ context.Context, req xexporterhelper.Request) error {
+		r, ok := req.(*resourcesRequest[T, R])
+		if !ok {
+			return consumererror.NewPermanent(fmt.Errorf("jsonl_file cannot write a %T", req))
 		}
-		return consumererror.NewTraces(err, retry)
-	})
+		return consume(s, sig, r.resources)
+	}
 }
 
-func (s *signalExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
-	rms := md.ResourceMetrics()
-	return consume(s, rms, (*recordEncoder).appendResourceMetrics, func(failed []int, err error) error {
-		retry := pmetric.NewMetrics()
-		for _, i := range failed {
-			rms.At(i).CopyTo(retry.ResourceMetrics().AppendEmpty())
-		}
-		return consumererror.NewMetrics(err, retry)
-	})
-}
-
-func (s *signalExporter) consumeLogs(_ context.Context, ld plog.Logs) error {
-	rls := ld.ResourceLogs()
-	return consume(s, rls, (*recordEncoder).appendResourceLogs, func(failed []int, err error) error {
-		retry := plog.NewLogs()
-		for _, i := range failed {
-			rls.At(i).CopyTo(retry.ResourceLogs().AppendEmpty())
-		}
-		return consumererror.NewLogs(err, retry)
-	})
-}
-
-// consume encodes a batch's resources, of any signal, each into the group
-// of the file its attributes name, and writes the groups. When some must be
-// retried (writeGroups), retry builds the error that carries those
-// resources, so that exporterhelper retries only them.
-func consume[R pdatautil.Resource, S pdatautil.Resources[R]](s *signalExporter, rs S, encode func(*recordEncoder, []byte, R) ([]byte, int), retry func(failed []int, err error) error) error {
+// consume encodes resources, of any signal, each into the group of the
+// file its attributes name, and writes the groups. When some must be
+// retried (writeGroups), the error carries a copy of those resources, so
+// that exporterhelper retries only them.
+func consume[T any, R pdatautil.Resource](s *signalExporter, sig *signal[T, R], rs []R) error {
 	b := s.getBatch()
 	defer s.putBatch(b)
-	for i := range rs.Len() {
-		r := rs.At(i)
+	for i, r := range rs {
 		g := b.groupFor(s.tmpl, r.Resource().Attributes(), s.fallback, i)
 		var n int
-		g.buf, n = encode(&b.enc, g.buf, r)
+		g.buf, n = sig.encode(&b.enc, g.buf, r)
 		g.records += n
 	}
-	failed, err := s.writeGroups(b, rs.Len())
+	failed, err := s.writeGroups(b, len(rs))
 	if len(failed) == 0 {
 		return err
 	}
-	return retry(failed, err)
+	retry := make([]R, len(failed))
+	for j, i := range failed {
+		retry[j] = rs[i]
+	}
+	return sig.retryErr(err, sig.data(retry))
 }
 
 // writeGroups writes each group to its file. It returns nil when all were

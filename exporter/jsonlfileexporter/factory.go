@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 
 	"github.com/nemo-lens/otelcol-nemo/exporter/jsonlfileexporter/internal/metadata"
 	"github.com/nemo-lens/otelcol-nemo/internal/sharedcomponent"
@@ -90,12 +91,10 @@ func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, 
 	opts := []exporterhelper.Option{
 		exporterhelper.WithStart(shared.Start),
 		exporterhelper.WithShutdown(se.shutdown),
-		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		// No timeout: a file write cannot be interrupted, so canceling its
 		// context would bound nothing (exporterhelper's default is 5s).
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}),
 		exporterhelper.WithRetry(cfg.RetryConfig),
-		exporterhelper.WithQueue(cfg.QueueConfig),
 	}
 	return se, opts, nil
 }
@@ -106,12 +105,13 @@ func (s *sharedExporters) createTraces(ctx context.Context, set exporter.Setting
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewTraces(ctx, set, cfg, se.consumeTraces, opts...)
+	opts = append(opts, xexporterhelper.WithQueueBatch(c.QueueConfig, tracesSignal.queueBatchSettings()))
+	exp, err := xexporterhelper.NewTracesRequest(ctx, set, tracesSignal.converter, push(se, tracesSignal), opts...)
 	if err != nil {
 		se.abandon()
 		return nil, err
 	}
-	return exp, nil
+	return readOnlyTraces{exp}, nil
 }
 
 func (s *sharedExporters) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
@@ -120,12 +120,13 @@ func (s *sharedExporters) createMetrics(ctx context.Context, set exporter.Settin
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewMetrics(ctx, set, cfg, se.consumeMetrics, opts...)
+	opts = append(opts, xexporterhelper.WithQueueBatch(c.QueueConfig, metricsSignal.queueBatchSettings()))
+	exp, err := xexporterhelper.NewMetricsRequest(ctx, set, metricsSignal.converter, push(se, metricsSignal), opts...)
 	if err != nil {
 		se.abandon()
 		return nil, err
 	}
-	return exp, nil
+	return readOnlyMetrics{exp}, nil
 }
 
 func (s *sharedExporters) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
@@ -134,10 +135,25 @@ func (s *sharedExporters) createLogs(ctx context.Context, set exporter.Settings,
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewLogs(ctx, set, cfg, se.consumeLogs, opts...)
+	opts = append(opts, xexporterhelper.WithQueueBatch(c.QueueConfig, logsSignal.queueBatchSettings()))
+	exp, err := xexporterhelper.NewLogsRequest(ctx, set, logsSignal.converter, push(se, logsSignal), opts...)
 	if err != nil {
 		se.abandon()
 		return nil, err
 	}
-	return exp, nil
+	return readOnlyLogs{exp}, nil
 }
+
+// The exporters never change what they are handed (resourcesRequest), but
+// exporterhelper declares that any exporter with queue batching does: these
+// say what is true, so that the collector does not copy every batch for
+// jsonl_file when another consumer reads the same data.
+type (
+	readOnlyTraces  struct{ exporter.Traces }
+	readOnlyMetrics struct{ exporter.Metrics }
+	readOnlyLogs    struct{ exporter.Logs }
+)
+
+func (readOnlyTraces) Capabilities() consumer.Capabilities  { return consumer.Capabilities{} }
+func (readOnlyMetrics) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+func (readOnlyLogs) Capabilities() consumer.Capabilities    { return consumer.Capabilities{} }

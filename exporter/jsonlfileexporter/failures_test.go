@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -89,7 +90,8 @@ func TestRetryableFailureRetriesOnlyFailedResources(t *testing.T) {
 	require.NoError(t, err)
 
 	td := runTraces(map[string]any{"nemo.run.id": "run-a"}, map[string]any{"nemo.run.id": "run-b"})
-	err = se.consumeTraces(t.Context(), td)
+	req := tracesSignal.newRequest(td)
+	err = push(se, tracesSignal)(t.Context(), req)
 	require.Error(t, err)
 	assert.False(t, consumererror.IsPermanent(err))
 	assert.Contains(t, err.Error(), "max_open_files (1)")
@@ -99,10 +101,16 @@ func TestRetryableFailureRetriesOnlyFailedResources(t *testing.T) {
 	run, _ := retry.Data().ResourceSpans().At(0).Resource().Attributes().Get("nemo.run.id")
 	assert.Equal(t, "run-b", run.Str())
 
+	// What exporterhelper retries: run-b alone.
+	again, ok := req.OnError(err).(*resourcesRequest[ptrace.Traces, ptrace.ResourceSpans])
+	require.True(t, ok)
+	require.Len(t, again.resources, 1)
+	assert.Equal(t, 3, again.ItemsCount())
+
 	// The disk recovers: the retry and the buffered records all arrive once.
 	require.NoError(t, of.f.Close())
 	of.f = nil
-	require.NoError(t, se.consumeTraces(t.Context(), retry.Data()))
+	require.NoError(t, push(se, tracesSignal)(t.Context(), again))
 	require.NoError(t, se.shutdown(t.Context()))
 	assert.Equal(t, 4, countLines(t, filepath.Join(dir, "run-a.jsonl")))
 	assert.Equal(t, 3, countLines(t, filepath.Join(dir, "run-b.jsonl")))
