@@ -4,6 +4,8 @@
 package jsonlfileexporter
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -15,11 +17,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/memstorage"
 )
 
 // tracesOfSizes is a batch with one resource per entry, of that many spans.
@@ -171,4 +178,35 @@ func TestPersistentQueueEncoding(t *testing.T) {
 
 	_, _, err = enc.Unmarshal([]byte("not a request"))
 	require.Error(t, err)
+}
+
+// TestPersistentQueueDeliversOldAndNewItems: with sending_queue::storage,
+// an item an earlier version left in the queue (plain OTLP) and a request
+// sent now both reach the file.
+func TestPersistentQueueDeliversOldAndNewItems(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.FlushInterval = 0
+	q := exporterhelper.NewDefaultQueueConfig()
+	storageID := component.MustNewID("memstorage")
+	q.StorageID = &storageID
+	q.Batch = configoptional.Some(exporterhelper.BatchConfig{FlushTimeout: 10 * time.Millisecond, Sizer: exporterhelper.RequestSizerTypeItems, MinSize: 100})
+	cfg.QueueConfig = configoptional.Some(q)
+	store := memstorage.New()
+	old, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(tracesOfSizes(2))
+	require.NoError(t, err)
+	store.LegacyQueue(old)
+
+	exp, err := NewFactory().CreateTraces(t.Context(), nopSettings(), cfg)
+	require.NoError(t, err)
+	host := memstorage.Host{Host: componenttest.NewNopHost(), Extensions: map[component.ID]component.Component{storageID: store}}
+	require.NoError(t, exp.Start(t.Context(), host))
+	require.NoError(t, exp.ConsumeTraces(t.Context(), tracesOfSizes(3, 1)))
+	// A persistent queue keeps at shutdown what it has not sent (for the
+	// next start): wait for both items to be written first.
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "traces.jsonl"))
+		return err == nil && bytes.Count(b, []byte("\n")) == 6
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, exp.Shutdown(t.Context()))
 }
