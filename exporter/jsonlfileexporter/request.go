@@ -61,11 +61,9 @@ type signal[T any, R pdatautil.Resource] struct {
 	unmarshal func([]byte) (context.Context, T, error)
 }
 
+// newRequest is a request of data's resources, by reference.
 func (s *signal[T, R]) newRequest(data T) *resourcesRequest[T, R] {
-	return s.requestOf(s.appendResources(nil, data))
-}
-
-func (s *signal[T, R]) requestOf(rs []R) *resourcesRequest[T, R] {
+	rs := s.appendResources(nil, data)
 	r := &resourcesRequest[T, R]{sig: s, resources: rs, items: make([]int, len(rs)), bytes: -1}
 	for i, res := range rs {
 		r.items[i] = s.items(res)
