@@ -72,8 +72,8 @@ type sharedExporters struct {
 }
 
 // newSignalExporter builds the part of the exporter that belongs to one
-// signal, and the exporterhelper options every signal shares.
-func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, path, signal string) (*signalExporter, []exporterhelper.Option, error) {
+// signal, and its exporterhelper options (qs: its sending queue's encoding).
+func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, path, signal string, qs xexporterhelper.QueueBatchSettings) (*signalExporter, []exporterhelper.Option, error) {
 	tmpl, err := parsePathTemplate(path)
 	if err != nil {
 		return nil, nil, err
@@ -95,17 +95,17 @@ func (s *sharedExporters) newSignalExporter(set exporter.Settings, cfg *Config, 
 		// context would bound nothing (exporterhelper's default is 5s).
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{}),
 		exporterhelper.WithRetry(cfg.RetryConfig),
+		xexporterhelper.WithQueueBatch(cfg.QueueConfig, qs),
 	}
 	return se, opts, nil
 }
 
 func (s *sharedExporters) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
 	c := cfg.(*Config)
-	se, opts, err := s.newSignalExporter(set, c, c.TracesPath, "traces")
+	se, opts, err := s.newSignalExporter(set, c, c.TracesPath, "traces", tracesSignal.queueBatchSettings())
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, xexporterhelper.WithQueueBatch(c.QueueConfig, tracesSignal.queueBatchSettings()))
 	exp, err := xexporterhelper.NewTracesRequest(ctx, set, tracesSignal.converter, push(se, tracesSignal), opts...)
 	if err != nil {
 		se.abandon()
@@ -116,11 +116,10 @@ func (s *sharedExporters) createTraces(ctx context.Context, set exporter.Setting
 
 func (s *sharedExporters) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
 	c := cfg.(*Config)
-	se, opts, err := s.newSignalExporter(set, c, c.MetricsPath, "metrics")
+	se, opts, err := s.newSignalExporter(set, c, c.MetricsPath, "metrics", metricsSignal.queueBatchSettings())
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, xexporterhelper.WithQueueBatch(c.QueueConfig, metricsSignal.queueBatchSettings()))
 	exp, err := xexporterhelper.NewMetricsRequest(ctx, set, metricsSignal.converter, push(se, metricsSignal), opts...)
 	if err != nil {
 		se.abandon()
@@ -131,11 +130,10 @@ func (s *sharedExporters) createMetrics(ctx context.Context, set exporter.Settin
 
 func (s *sharedExporters) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
 	c := cfg.(*Config)
-	se, opts, err := s.newSignalExporter(set, c, c.LogsPath, "logs")
+	se, opts, err := s.newSignalExporter(set, c, c.LogsPath, "logs", logsSignal.queueBatchSettings())
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, xexporterhelper.WithQueueBatch(c.QueueConfig, logsSignal.queueBatchSettings()))
 	exp, err := xexporterhelper.NewLogsRequest(ctx, set, logsSignal.converter, push(se, logsSignal), opts...)
 	if err != nil {
 		se.abandon()

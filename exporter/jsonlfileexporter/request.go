@@ -38,8 +38,8 @@ type resourcesRequest[T any, R pdatautil.Resource] struct {
 // signal is what a resourcesRequest needs to know of one signal: T is its
 // data (ptrace.Traces, ...), R a resource of it (ptrace.ResourceSpans, ...).
 type signal[T any, R pdatautil.Resource] struct {
-	// appendResources appends the resources of a batch.
-	appendResources func([]R, T) []R
+	// resources are the resources of a batch, by reference.
+	resources func(T) []R
 	// encode appends a resource's records as lines (recordEncoder).
 	encode func(*recordEncoder, []byte, R) ([]byte, int)
 	// retryErr is the error that tells exporterhelper to retry data
@@ -63,7 +63,7 @@ type signal[T any, R pdatautil.Resource] struct {
 
 // newRequest is a request of data's resources, by reference.
 func (s *signal[T, R]) newRequest(data T) *resourcesRequest[T, R] {
-	rs := s.appendResources(nil, data)
+	rs := s.resources(data)
 	r := &resourcesRequest[T, R]{sig: s, resources: rs, items: make([]int, len(rs)), bytes: -1}
 	for i, res := range rs {
 		r.items[i] = s.items(res)

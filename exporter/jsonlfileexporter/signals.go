@@ -19,9 +19,7 @@ import (
 // The three signals of a resourcesRequest.
 var (
 	tracesSignal = &signal[ptrace.Traces, ptrace.ResourceSpans]{
-		appendResources: func(dst []ptrace.ResourceSpans, td ptrace.Traces) []ptrace.ResourceSpans {
-			return appendAll(dst, td.ResourceSpans())
-		},
+		resources: func(td ptrace.Traces) []ptrace.ResourceSpans { return collect(td.ResourceSpans()) },
 		encode:    (*recordEncoder).appendResourceSpans,
 		retryErr:  consumererror.NewTraces,
 		items:     pdatautil.CountSpans,
@@ -32,9 +30,7 @@ var (
 		unmarshal: orPlainOTLP(pdatareq.UnmarshalTraces, (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces),
 	}
 	metricsSignal = &signal[pmetric.Metrics, pmetric.ResourceMetrics]{
-		appendResources: func(dst []pmetric.ResourceMetrics, md pmetric.Metrics) []pmetric.ResourceMetrics {
-			return appendAll(dst, md.ResourceMetrics())
-		},
+		resources: func(md pmetric.Metrics) []pmetric.ResourceMetrics { return collect(md.ResourceMetrics()) },
 		encode:    (*recordEncoder).appendResourceMetrics,
 		retryErr:  consumererror.NewMetrics,
 		items:     pdatautil.CountDataPoints,
@@ -45,9 +41,7 @@ var (
 		unmarshal: orPlainOTLP(pdatareq.UnmarshalMetrics, (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics),
 	}
 	logsSignal = &signal[plog.Logs, plog.ResourceLogs]{
-		appendResources: func(dst []plog.ResourceLogs, ld plog.Logs) []plog.ResourceLogs {
-			return appendAll(dst, ld.ResourceLogs())
-		},
+		resources: func(ld plog.Logs) []plog.ResourceLogs { return collect(ld.ResourceLogs()) },
 		encode:    (*recordEncoder).appendResourceLogs,
 		retryErr:  consumererror.NewLogs,
 		items:     pdatautil.CountLogRecords,
@@ -59,11 +53,13 @@ var (
 	}
 )
 
-func appendAll[R pdatautil.Resource, S pdatautil.Resources[R]](dst []R, rs S) []R {
-	for i := range rs.Len() {
-		dst = append(dst, rs.At(i))
+// collect returns the resources of a batch, as a slice.
+func collect[R pdatautil.Resource, S pdatautil.Resources[R]](rs S) []R {
+	out := make([]R, rs.Len())
+	for i := range out {
+		out[i] = rs.At(i)
 	}
-	return dst
+	return out
 }
 
 // copyInto returns a function that copies resources into new data.
