@@ -4,14 +4,10 @@
 package nemostepsprocessor // import "github.com/nemo-lens/otelcol-nemo/processor/nemostepsprocessor"
 
 import (
-	"strconv"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
-	"github.com/nemo-lens/otelcol-nemo/processor/nemostepsprocessor/internal/metadata"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
 
 // The per-rank step gauges.
@@ -86,197 +82,92 @@ var stragglersDesc = metricDesc{
 	"Rank steps of the run whose relative or individual score was below its threshold, since the processor first saw the run.",
 }
 
-// pointWriter collects the data points to send at the next tick, one
-// resource per run (and worker group) and service.name of the ranks. The
-// resource carries the run's group attributes, so that a pipeline routing by
-// resource (jsonl_file's {nemo.run.id} paths) puts the points with the run's
-// other metrics; the points carry them too, so that the Prometheus exporter
-// labels them without resource_to_telemetry_conversion.
+// pointWriter records the data points to send at the next tick, under the
+// engine's lock; they become pdata only as they are sent, outside it, one
+// request at a time (pointBatches, batches.go).
 //
-// It cuts the points into batches of at most maxBatchPoints: a tick can
-// decide many steps at once (at saturation, a thousand ranks' worth of
-// steps), and one huge request would be refused whole by an exporter whose
-// sending queue counts items (jsonl_file's "element size too large").
+// Recording rather than building them at once bounds a tick's memory. Ranks
+// export every few seconds, each request with several steps, so steps
+// complete in waves: at 1,000 ranks sending 25 steps per request, a wave is
+// 25,000 rank steps and 125,000 points, about 48 MB as pdata, all alive at
+// once if built when decided. Recorded, a rank step's five gauges are one
+// record of about 200 bytes, and one request of at most maxBatchPoints
+// points is built at a time, sent before the next.
 type pointWriter struct {
-	md        pmetric.Metrics
-	resources map[string]*resourceMetrics
-	points    int // in md
-	full      []batch
-	key       []byte
+	pending []pendingPoint
 }
 
-// batch is a finished request of step metrics and its data points.
-type batch struct {
-	md     pmetric.Metrics
-	points int
+// pendingPoint is one recorded data point, or a rank step's gauges.
+type pendingPoint struct {
+	id metricID
+	// step: the record is a rank step's gauges, values in gauge order
+	// (ids gaugeID(g, vLast)); its busy time point carries an exemplar of
+	// the step: the iteration and the rank's step span.
+	step      bool
+	iteration int64
+	traceID   pcommon.TraceID
+	spanID    pcommon.SpanID
+	// service and group are the point's resource; the point's attributes
+	// are group, node and, unless "", attrKey=attrVal.
+	service          string
+	group, node      []label
+	attrKey, attrVal string
+	start, ts        int64
+	// values[0] is a single point's value; count the stragglers count's.
+	values [numGauges]float64
+	count  int64
 }
 
-// maxBatchPoints bounds the data points of one request of step metrics.
-const maxBatchPoints = 8192
+func newPointWriter() *pointWriter { return &pointWriter{} }
 
-type resourceMetrics struct {
-	metrics pmetric.MetricSlice
-	byID    [numMetricIDs]pmetric.Metric
-	has     [numMetricIDs]bool
+// gauge records one rank's gauge point.
+func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
+	w.pending = append(w.pending, pendingPoint{id: id, service: l.service, group: l.group, node: l.node, ts: ts, values: [numGauges]float64{v}})
 }
 
-func newPointWriter() *pointWriter {
-	return &pointWriter{md: pmetric.NewMetrics(), resources: make(map[string]*resourceMetrics)}
+// stepGauges records a rank step's gauges, ending at ts, of the step
+// iteration whose step span r is.
+func (w *pointWriter) stepGauges(l *rankLabels, ts int64, v stepValues, iteration int64, r *steps.RankStep) {
+	w.pending = append(w.pending, pendingPoint{
+		step: true, iteration: iteration, traceID: r.TraceID, spanID: r.SpanID,
+		service: l.service, group: l.group, node: l.node, ts: ts, values: v,
+	})
 }
 
-func (w *pointWriter) resource(service string, group []label) *resourceMetrics {
-	// The key is built in a buffer kept across points, and looked up
-	// without a copy: one allocation per resource, none per point.
-	w.key = append(w.key[:0], service...)
-	for _, l := range group {
-		w.key = append(w.key, 0)
-		w.key = append(w.key, l.key...)
-		w.key = append(w.key, 0)
-		if l.isNum {
-			w.key = strconv.AppendInt(w.key, l.num, 10)
-		} else {
-			w.key = append(w.key, l.str...)
-		}
-	}
-	if r := w.resources[string(w.key)]; r != nil {
-		return r
-	}
-	rm := w.md.ResourceMetrics().AppendEmpty()
-	attrs := rm.Resource().Attributes()
-	if service != "" {
-		attrs.PutStr(attrkey.ServiceName, service)
-	}
-	putLabels(attrs, group)
-	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName(metadata.ScopeName)
-	r := &resourceMetrics{metrics: sm.Metrics()}
-	w.resources[string(w.key)] = r
-	return r
-}
-
-func (r *resourceMetrics) metric(id metricID) pmetric.Metric {
-	if r.has[id] {
-		return r.byID[id]
-	}
-	m := r.metrics.AppendEmpty()
-	if d, ok := goodputDescs[id]; ok {
-		m.SetName(d.name)
-		m.SetUnit(d.unit)
-		m.SetDescription(d.description)
-		if id == idRunGoodput {
-			m.SetEmptyGauge()
-		} else {
-			sum := m.SetEmptySum()
-			sum.SetIsMonotonic(true)
-			sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-		}
-	} else if d, ok := stallDescs[id]; ok {
-		m.SetName(d.name)
-		m.SetUnit(d.unit)
-		m.SetDescription(d.description)
-		m.SetEmptyGauge()
-	} else if id == idStragglers {
-		m.SetName(stragglersDesc.name)
-		m.SetUnit(stragglersDesc.unit)
-		m.SetDescription(stragglersDesc.description)
-		sum := m.SetEmptySum()
-		sum.SetIsMonotonic(true)
-		sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	} else {
-		d := gaugeDescs[int(id)/numVariants]
-		m.SetName(d.name + variantSuffixes[int(id)%numVariants])
-		m.SetUnit(d.unit)
-		m.SetDescription(d.description)
-		m.SetEmptyGauge()
-	}
-	r.byID[id], r.has[id] = m, true
-	return m
-}
-
-// gauge adds one rank's data point and returns it.
-func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) pmetric.NumberDataPoint {
-	dp := w.resource(l.service, l.group).metric(id).Gauge().DataPoints().AppendEmpty()
-	dp.SetTimestamp(pcommon.Timestamp(ts))
-	dp.SetDoubleValue(v)
-	attrs := dp.Attributes()
-	attrs.EnsureCapacity(len(l.group) + len(l.node))
-	putLabels(attrs, l.group)
-	putLabels(attrs, l.node)
-	w.added()
-	return dp
-}
-
-// runGauge adds one run's stall point, with its group labels and the kind.
+// runGauge records one run's stall point, with its group labels and the kind.
 func (w *pointWriter) runGauge(id metricID, l *rankLabels, ts int64, v float64, kind string) {
-	dp := w.resource(l.service, l.group).metric(id).Gauge().DataPoints().AppendEmpty()
-	dp.SetTimestamp(pcommon.Timestamp(ts))
-	dp.SetDoubleValue(v)
-	putLabels(dp.Attributes(), l.group)
-	dp.Attributes().PutStr(attrStallKind, kind)
-	w.added()
+	w.pending = append(w.pending, pendingPoint{id: id, service: l.service, group: l.group, attrKey: attrStallKind, attrVal: kind, ts: ts, values: [numGauges]float64{v}})
 }
 
-// stragglers adds a run's cumulative straggler count.
+// stragglers records a run's cumulative straggler count.
 func (w *pointWriter) stragglers(run *runCount) {
-	dp := w.resource(run.service, run.group).metric(idStragglers).Sum().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(pcommon.Timestamp(run.start))
-	dp.SetTimestamp(pcommon.Timestamp(run.last))
-	dp.SetIntValue(run.count)
-	putLabels(dp.Attributes(), run.group)
-	w.added()
+	w.pending = append(w.pending, pendingPoint{id: idStragglers, service: run.service, group: run.group, start: run.start, ts: run.last, count: run.count})
 }
 
-// runTime adds a run's cumulative time of one category, in seconds.
+// runTime records a run's cumulative time of one category, in seconds.
 func (w *pointWriter) runTime(l *rankLabels, start, ts int64, category string, secs float64) {
-	dp := w.resource(l.service, l.group).metric(idRunTime).Sum().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(pcommon.Timestamp(start))
-	dp.SetTimestamp(pcommon.Timestamp(ts))
-	dp.SetDoubleValue(secs)
-	putLabels(dp.Attributes(), l.group)
-	dp.Attributes().PutStr(attrTimeCategory, category)
-	w.added()
+	w.pending = append(w.pending, pendingPoint{
+		id: idRunTime, service: l.service, group: l.group, attrKey: attrTimeCategory, attrVal: category,
+		start: start, ts: ts, values: [numGauges]float64{secs},
+	})
 }
 
-// runGoodput adds a run's goodput.
+// runGoodput records a run's goodput.
 func (w *pointWriter) runGoodput(l *rankLabels, ts int64, v float64) {
-	dp := w.resource(l.service, l.group).metric(idRunGoodput).Gauge().DataPoints().AppendEmpty()
-	dp.SetTimestamp(pcommon.Timestamp(ts))
-	dp.SetDoubleValue(v)
-	putLabels(dp.Attributes(), l.group)
-	w.added()
+	w.pending = append(w.pending, pendingPoint{id: idRunGoodput, service: l.service, group: l.group, ts: ts, values: [numGauges]float64{v}})
 }
 
-// rankStraggler adds a rank's cumulative straggler time, in seconds.
+// rankStraggler records a rank's cumulative straggler time, in seconds.
 func (w *pointWriter) rankStraggler(l *rankLabels, start, ts int64, secs float64) {
-	dp := w.resource(l.service, l.group).metric(idRankStragglerTime).Sum().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(pcommon.Timestamp(start))
-	dp.SetTimestamp(pcommon.Timestamp(ts))
-	dp.SetDoubleValue(secs)
-	attrs := dp.Attributes()
-	attrs.EnsureCapacity(len(l.group) + len(l.node))
-	putLabels(attrs, l.group)
-	putLabels(attrs, l.node)
-	w.added()
+	w.pending = append(w.pending, pendingPoint{
+		id: idRankStragglerTime, service: l.service, group: l.group, node: l.node,
+		start: start, ts: ts, values: [numGauges]float64{secs},
+	})
 }
 
-// added counts a point and starts a new batch when this one is full.
-func (w *pointWriter) added() {
-	w.points++
-	if w.points >= maxBatchPoints {
-		w.full = append(w.full, batch{md: w.md, points: w.points})
-		w.md, w.points = pmetric.NewMetrics(), 0
-		clear(w.resources)
-	}
-}
-
-// take returns the batches collected and starts over.
-func (w *pointWriter) take() []batch {
-	out := w.full
-	if w.points > 0 {
-		out = append(out, batch{md: w.md, points: w.points})
-		w.md, w.points = pmetric.NewMetrics(), 0
-		clear(w.resources)
-	}
-	w.full = nil
-	return out
+// take returns the points recorded and starts over.
+func (w *pointWriter) take() pointBatches {
+	p := pointBatches{pending: w.pending}
+	w.pending = nil
+	return p
 }

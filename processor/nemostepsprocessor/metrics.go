@@ -6,10 +6,8 @@ package nemostepsprocessor // import "github.com/nemo-lens/otelcol-nemo/processo
 import (
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 )
@@ -93,12 +91,7 @@ func seconds(ns int64) float64 { return float64(ns) / 1e9 }
 func (m *stepMetrics) observe(key steps.Rank, labels *rankLabels, iteration int64, r *steps.RankStep) {
 	v := valuesOf(r)
 	if m.interval <= 0 {
-		for g, x := range v {
-			dp := m.out.gauge(gaugeID(g, vLast), labels, r.End, x)
-			if g == gBusy {
-				stepExemplar(dp, iteration, r)
-			}
-		}
+		m.out.stepGauges(labels, r.End, v, iteration, r)
 		return
 	}
 	a := m.aggs[key]
@@ -109,19 +102,6 @@ func (m *stepMetrics) observe(key steps.Rank, labels *rankLabels, iteration int6
 	}
 	a.labels = labels
 	a.add(v, r.End, first)
-}
-
-// stepExemplar ties a rank step's busy time point to its step: the
-// exemplar holds the iteration and the rank's step span, so that a reader
-// (the nemo_view page) places the point in its step without a per-iteration
-// series.
-func stepExemplar(dp pmetric.NumberDataPoint, iteration int64, r *steps.RankStep) {
-	ex := dp.Exemplars().AppendEmpty()
-	ex.SetTimestamp(dp.Timestamp())
-	ex.SetDoubleValue(dp.DoubleValue())
-	ex.SetTraceID(r.TraceID)
-	ex.SetSpanID(r.SpanID)
-	ex.FilteredAttributes().PutInt(runrecords.StepIteration, iteration)
 }
 
 // resource and arrived: the step metrics come from decided steps only.

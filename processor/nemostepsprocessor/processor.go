@@ -46,7 +46,7 @@ type stepsProcessor struct {
 
 	// What the last tick collected, sent outside the engine's lock.
 	out     *pointWriter
-	batches []batch
+	batches pointBatches
 	logs    plog.Logs
 	stalled stallCounts
 }
@@ -181,7 +181,7 @@ func (c *stepsProcessor) Tick(now time.Time, final bool) {
 func (c *stepsProcessor) Send(st *steps.Stats, _ bool) error {
 	t := tally{engine: *st, stalls: c.stalled}
 	batches, logs := c.batches, c.logs
-	c.batches, c.logs, c.stalled = nil, plog.Logs{}, stallCounts{}
+	c.batches, c.logs, c.stalled = pointBatches{}, plog.Logs{}, stallCounts{}
 	ctx := context.Background()
 	err := c.sendPoints(ctx, batches, &t)
 	c.sendLogs(ctx, logs)
@@ -189,12 +189,12 @@ func (c *stepsProcessor) Send(st *steps.Stats, _ bool) error {
 	return err
 }
 
-func (c *stepsProcessor) sendPoints(ctx context.Context, batches []batch, t *tally) error {
+func (c *stepsProcessor) sendPoints(ctx context.Context, batches pointBatches, t *tally) error {
 	if c.next == nil {
 		return nil // the receiver is only in logs pipelines
 	}
 	var errs []error
-	for _, b := range batches {
+	for b := range batches.all {
 		if err := c.next.ConsumeMetrics(ctx, b.md); err != nil {
 			t.sendFailed += int64(b.points)
 			c.logger.Error("the next consumer refused step metrics", zap.Int("data_points", b.points), zap.Error(err))

@@ -4,6 +4,7 @@
 package nemostepsprocessor
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -11,10 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/nemo-lens/otelcol-nemo/internal/runrecords"
+	"github.com/nemo-lens/otelcol-nemo/internal/steps"
 	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 	"github.com/nemo-lens/otelcol-nemo/processor/nemostepsprocessor/internal/metadatatest"
 )
@@ -90,7 +94,7 @@ func TestPointWriterCutsBatches(t *testing.T) {
 	for i := range n {
 		w.gauge(gBusy, l, int64(i), 1)
 	}
-	batches := w.take()
+	batches := slices.Collect(w.take().all)
 	require.Len(t, batches, 3)
 	total := 0
 	for _, b := range batches {
@@ -99,5 +103,56 @@ func TestPointWriterCutsBatches(t *testing.T) {
 		total += b.points
 	}
 	assert.Equal(t, n, total)
-	assert.Empty(t, w.take(), "taken: nothing left")
+	assert.Empty(t, slices.Collect(w.take().all), "taken: nothing left")
+}
+
+// A wave of decided steps is recorded compactly and built into requests one
+// at a time, each sent before the next is built: a record changed while
+// the first request is with the consumer shows in a later request (built
+// all at once, it would not). A rank step's gauges can span two requests;
+// its busy time point keeps its exemplar either way.
+func TestPointBatchesAreBuiltAsSent(t *testing.T) {
+	w := newPointWriter()
+	l := &rankLabels{service: "megatron", group: []label{{key: "nemo.run.id", str: "run-b"}}, node: []label{{key: "nv.dl.rank", num: 1, isNum: true}}}
+	const rankSteps = 2*maxBatchPoints/numGauges + 7
+	for i := range rankSteps {
+		w.stepGauges(l, int64(i+1), stepValues{1, 0.75, 0.25, 1, 1}, int64(i), &steps.RankStep{})
+	}
+	require.Len(t, w.pending, rankSteps, "one record per rank step")
+	p := w.take()
+	var got []batch
+	sent, exemplars := 0, 0
+	for b := range p.all {
+		if len(got) == 0 {
+			p.pending[rankSteps-1].values[gBusy] = 42 // not built yet
+		}
+		got = append(got, b)
+		sent += b.points
+		exemplars += countExemplars(b.md)
+	}
+	require.Len(t, got, 3)
+	assert.Equal(t, rankSteps*numGauges, sent)
+	assert.Equal(t, rankSteps, exemplars, "every busy time point has its step's exemplar")
+	last := got[2].md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for _, m := range last.All() {
+		if m.Name() == runrecords.StepBusyTime {
+			dps := m.Gauge().DataPoints()
+			assert.Equal(t, 42.0, dps.At(dps.Len()-1).DoubleValue(), "the last request was built after the first was sent")
+		}
+	}
+}
+
+// countExemplars counts the exemplars of md's gauge points.
+func countExemplars(md pmetric.Metrics) int {
+	n := 0
+	for _, rm := range md.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				for _, dp := range m.Gauge().DataPoints().All() {
+					n += dp.Exemplars().Len()
+				}
+			}
+		}
+	}
+	return n
 }
