@@ -44,7 +44,7 @@ func (r *recorder) Placed(res *Resource, s SpanRef, at Placement[int]) {
 }
 
 func (r *recorder) Resolved(rank Rank, h Held, at Placement[int]) {
-	r.placed = append(r.placed, describe(rank.Rank, h.Span.Name(), at)+" (waited)")
+	r.placed = append(r.placed, describe(rank.Rank, h.Span().Name(), at)+" (waited)")
 	if h.IsHeld() {
 		r.held++
 	}
@@ -382,7 +382,7 @@ type takeRecorder struct {
 
 func (r *takeRecorder) Decided(d *Decision[int]) {
 	r.e.TakeWaiting(Rank{Group: d.Step.Group, Rank: 1}, func(h Held, _ int64) bool {
-		r.taken = append(r.taken, h.Span.Name())
+		r.taken = append(r.taken, h.Span().Name())
 		h.Release()
 		return true
 	})

@@ -6,6 +6,7 @@ package steps
 import (
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -49,12 +50,12 @@ func TestChunkHoldsUntilTheLastSpanIsReleased(t *testing.T) {
 	assert.Equal(t, 5, c.Len())
 	assert.Equal(t, 0, td.ResourceSpans().At(0).ScopeSpans().Len(), "moved out, not copied")
 
-	a0 := c.Hold(0, 0, c.RS.ScopeSpans().At(0).Spans().At(0))
+	a0 := c.Hold(0, 0)
 	assert.False(t, a0.Release(), "pinned while its batch is placed: not freed")
 	assert.False(t, a0.Release(), "a released span is not released twice")
-	b2 := c.Hold(4, 1, c.RS.ScopeSpans().At(1).Spans().At(2))
+	b2 := c.Hold(4, 1)
 	assert.True(t, b2.IsHeld(), "still holds new spans")
-	b0 := c.Hold(2, 1, c.RS.ScopeSpans().At(1).Spans().At(0))
+	b0 := c.Hold(2, 1)
 	assert.False(t, c.Placed())
 	assert.Equal(t, 2, c.Held())
 
@@ -73,32 +74,73 @@ func TestChunkPlacedWithNothingHeld(t *testing.T) {
 }
 
 // Kept spans move out under a copy of their resource and scope; PassOn
-// passes the rest of the held spans on whole, without the ones let go.
+// passes the rest of the held spans on whole, without the ones let go. A
+// packed chunk does the same, decoded again when a span is first moved.
 func TestChunkMoveAndPassOn(t *testing.T) {
-	c := NewChunk(heldResource().ResourceSpans().At(0), Rank{}, 0)
-	scopes := c.RS.ScopeSpans()
-	a1 := c.Hold(1, 0, scopes.At(0).Spans().At(1))
-	b0 := c.Hold(2, 1, scopes.At(1).Spans().At(0))
-	b1 := c.Hold(3, 1, scopes.At(1).Spans().At(1))
-	b2 := c.Hold(4, 1, scopes.At(1).Spans().At(2))
+	for _, packed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "decoded", true: "packed"}[packed], func(t *testing.T) {
+			c := NewChunk(heldResource().ResourceSpans().At(0), Rank{}, 0)
+			a1 := c.Hold(1, 0)
+			b0 := c.Hold(2, 1)
+			b1 := c.Hold(3, 1)
+			b2 := c.Hold(4, 1)
+			c.Placed()
+			if packed {
+				c.Pack()
+				require.True(t, c.Packed())
+			}
+
+			out := ptrace.NewTraces()
+			m := pdatautil.NewSpanMover[*Chunk]()
+			m.Reset(out.ResourceSpans())
+			moved, emptied := b1.Move(&m)
+			assert.False(t, emptied)
+			assert.False(t, c.Packed(), "decoded to move a span")
+			assert.Equal(t, "b1", moved.Name())
+			assert.Equal(t, []string{"b1"}, names(out))
+			rank, _ := out.ResourceSpans().At(0).Resource().Attributes().Get("nv.dl.rank")
+			assert.Equal(t, int64(3), rank.Int(), "under a copy of its resource")
+			assert.Equal(t, "b", out.ResourceSpans().At(0).ScopeSpans().At(0).Scope().Name())
+
+			b0.Release()
+			passed := ptrace.NewTraces()
+			require.Equal(t, 2, c.PassOn(passed.ResourceSpans()))
+			assert.Equal(t, []string{"a1", "b2"}, names(passed), "only what is still held, in order")
+			assert.Equal(t, 0, c.Held())
+			assert.False(t, a1.IsHeld(), "passed on: no longer held")
+			assert.False(t, b2.Release(), "releasing a span passed on does nothing")
+		})
+	}
+}
+
+// A packed chunk whose spans are all let go is freed without being decoded
+// again; reading a held span decodes it, whole and unchanged.
+func TestPackedChunk(t *testing.T) {
+	td := heldResource()
+	want := ptrace.NewTraces()
+	td.CopyTo(want)
+	c := NewChunk(td.ResourceSpans().At(0), Rank{}, 0)
+	a0, b2 := c.Hold(0, 0), c.Hold(4, 1)
+	c.Pack()
+	assert.False(t, c.Packed(), "pinned while its batch is placed: not packed")
 	c.Placed()
+	c.Pack()
+	require.True(t, c.Packed())
 
-	out := ptrace.NewTraces()
-	m := pdatautil.NewSpanMover[*Chunk]()
-	m.Reset(out.ResourceSpans())
-	moved, emptied := b1.Move(&m)
-	assert.False(t, emptied)
-	assert.Equal(t, "b1", moved.Name())
-	assert.Equal(t, []string{"b1"}, names(out))
-	rank, _ := out.ResourceSpans().At(0).Resource().Attributes().Get("nv.dl.rank")
-	assert.Equal(t, int64(3), rank.Int(), "under a copy of its resource")
-	assert.Equal(t, "b", out.ResourceSpans().At(0).ScopeSpans().At(0).Scope().Name())
+	assert.False(t, a0.Release())
+	assert.True(t, c.Packed(), "letting a span go does not decode")
+	assert.Equal(t, "b2", b2.Span().Name(), "read from the bytes")
+	assert.False(t, c.Packed())
+	got := ptrace.NewTraces()
+	c.ResourceSpans().CopyTo(got.ResourceSpans().AppendEmpty())
+	assert.NoError(t, ptracetest.CompareTraces(want, got), "decoded whole and unchanged")
+	c.Pack()
+	assert.True(t, b2.Release(), "the last span frees it")
+	assert.False(t, c.Packed(), "freed: nothing kept")
 
-	b0.Release()
-	passed := ptrace.NewTraces()
-	require.Equal(t, 2, c.PassOn(passed.ResourceSpans()))
-	assert.Equal(t, []string{"a1", "b2"}, names(passed), "only what is still held, in order")
-	assert.Equal(t, 0, c.Held())
-	assert.False(t, a1.IsHeld(), "passed on: no longer held")
-	assert.False(t, b2.Release(), "releasing a span passed on does nothing")
+	empty := NewChunk(heldResource().ResourceSpans().At(0), Rank{}, 0)
+	empty.Hold(1, 0).Release()
+	empty.Placed()
+	empty.Pack()
+	assert.False(t, empty.Packed(), "nothing held: freed, not packed")
 }

@@ -40,10 +40,9 @@ func chunkOf(n int) (*Chunk, []Held) {
 		ss.Spans().AppendEmpty().SetName("s")
 	}
 	c := NewChunk(rs, Rank{}, 0)
-	spans := c.RS.ScopeSpans().At(0).Spans()
 	held := make([]Held, n)
 	for i := range n {
-		held[i] = c.Hold(i, 0, spans.At(i))
+		held[i] = c.Hold(i, 0)
 	}
 	c.Placed()
 	return c, held

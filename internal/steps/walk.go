@@ -85,7 +85,7 @@ func (b *Batch[D]) Walk(rs ptrace.ResourceSpans, id Identity) {
 // nothing (every span let go while it was walked): then it is freed.
 func (b *Batch[D]) Hold(rs ptrace.ResourceSpans, id Identity, notHeld func(ptrace.Span) bool) (c *Chunk, emptied bool) {
 	c = NewChunk(rs, id.Rank, b.arrival)
-	b.walk(c.RS, id, holdAll, notHeld, c)
+	b.walk(c.rs, id, holdAll, notHeld, c)
 	emptied = c.Placed()
 	return c, emptied
 }
@@ -180,7 +180,7 @@ func (b *Batch[D]) hold(ref SpanRef) Held {
 	if b.notHeld != nil && b.notHeld(ref.Span) {
 		return Held{}
 	}
-	return b.res.Chunk.Hold(ref.Index, ref.Scope, ref.Span)
+	return b.res.Chunk.Hold(ref.Index, ref.Scope)
 }
 
 // leave moves the resource watched out of its batch, because a span of it

@@ -156,7 +156,7 @@ func (p *stepSamplingProcessor) Resolved(rank steps.Rank, h steps.Held, at steps
 		return
 	case at.InStep():
 		rec.kind = placeInStep
-		rec.step = p.b.inStep(rankStepKey{rank: rank, iteration: at.Iteration}, p.b.cur().runID, h.Span)
+		rec.step = p.b.inStep(rankStepKey{rank: rank, iteration: at.Iteration}, p.b.cur().runID, h.Span())
 	}
 	p.b.resolved = append(p.b.resolved, rec)
 }

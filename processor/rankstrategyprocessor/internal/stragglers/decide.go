@@ -111,7 +111,7 @@ func (b *Buffer) summarize(d *steps.Decision[decision], rank int64, rh *rankHeld
 	if !found {
 		return
 	}
-	b.sum.step(steps.Rank{Group: d.Step.Group, Rank: rank}, rh.step.Span, d.Step.Iteration, rh.forwards, &d.Ranks[i])
+	b.sum.step(steps.Rank{Group: d.Step.Group, Rank: rank}, rh.step.Span(), d.Step.Iteration, rh.forwards, &d.Ranks[i])
 }
 
 // keepLastToReport keeps what arrived of the ranks that had not reported a

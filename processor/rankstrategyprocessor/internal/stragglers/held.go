@@ -85,7 +85,7 @@ func (b *Buffer) place(rank steps.Rank, s steps.Held, at steps.Placement[decisio
 	switch {
 	case !at.InStep():
 		if b.sum != nil && at.Kind == steps.KindOutside && s.Chunk != nil {
-			b.sum.phase(rank, s.Span)
+			b.sum.phase(rank, s.Span())
 		}
 		b.drop(s) // outside every step, or its step span never came
 	case at.Open:

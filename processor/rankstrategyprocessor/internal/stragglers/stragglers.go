@@ -188,8 +188,15 @@ func (h *Batch) Hold(rs ptrace.ResourceSpans, id steps.Identity, exceptional boo
 	}
 	c, emptied := h.eb.Hold(rs, id, notHeld)
 	b.cur.summary = nil
-	if emptied {
+	switch {
+	case emptied:
 		b.uncount(c)
+	case b.sum == nil:
+		// Most held spans are let go unread at their step's decision:
+		// held packed, a wave of steps takes a third of the memory. An
+		// agent summarizing reads every dropped rank's step span at the
+		// decision (its summary), so it holds them decoded.
+		c.Pack()
 	}
 }
 

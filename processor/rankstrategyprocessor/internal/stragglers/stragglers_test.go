@@ -4,7 +4,9 @@
 package stragglers
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +16,9 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/attrkey"
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 	"github.com/nemo-lens/otelcol-nemo/internal/steps"
+	"github.com/nemo-lens/otelcol-nemo/internal/stepsummary"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/clocktest"
+	"github.com/nemo-lens/otelcol-nemo/internal/testing/lensfixture"
 )
 
 func TestDecisionKeptScore(t *testing.T) {
@@ -40,11 +45,10 @@ func TestKeepGroupsByChunkAndScopeAndMarks(t *testing.T) {
 		}
 	}
 	chunk := steps.NewChunk(rs, steps.Rank{Rank: 3}, 0)
-	src := chunk.RS.ScopeSpans()
 	held := []steps.Held{
-		chunk.Hold(2, 1, src.At(1).Spans().At(0)),
-		chunk.Hold(1, 0, src.At(0).Spans().At(1)),
-		chunk.Hold(3, 1, src.At(1).Spans().At(1)),
+		chunk.Hold(2, 1),
+		chunk.Hold(1, 0),
+		chunk.Hold(3, 1),
 	}
 	chunk.Placed()
 	sink := new(consumertest.TracesSink)
@@ -70,4 +74,72 @@ func TestKeepGroupsByChunkAndScopeAndMarks(t *testing.T) {
 	s := scopes.At(1).Spans().At(0)
 	assert.Equal(t, "a2", s.Name())
 	assert.Equal(t, map[string]any{attrkey.KeptReason: attrkey.KeptStraggler, attrkey.RelativeScore: 0.333, attrkey.IndividualScore: 0.667}, s.Attributes().AsRaw())
+}
+
+// The spans held for their step's decision are held packed (a third of the
+// memory), except by an agent summarizing, which reads every dropped rank's
+// step span at the decision; a straggler's step still leaves whole.
+func TestHeldChunksArePacked(t *testing.T) {
+	const world, slowRank = 4, 2
+	run := lensfixture.Run{
+		Ranks: lensfixture.Fleet(lensfixture.Rank{Run: "run-packed", WorldSize: world, GPUsPerNode: 8}),
+		Compute: func(rank, _ int64) time.Duration {
+			if rank == slowRank {
+				return 3 * lensfixture.DefaultStep.Compute
+			}
+			return lensfixture.DefaultStep.Compute
+		},
+	}.Memoized()
+	for _, summarize := range []bool{false, true} {
+		t.Run(map[bool]string{false: "retention", true: "summarize"}[summarize], func(t *testing.T) {
+			clk := clocktest.NewFake()
+			sink := new(consumertest.TracesSink)
+			b := newBuffer(t, clk, sink, summarize)
+			hold := func(ranks ...int64) {
+				td := run.Iteration(0)
+				require.True(t, b.Consume(t.Context(), func(h *Batch) {
+					for _, rs := range td.ResourceSpans().All() {
+						if id, _ := testReader.Read(rs.Resource().Attributes()); slices.Contains(ranks, id.Rank.Rank) {
+							h.Hold(rs, id, false)
+						}
+					}
+				}))
+			}
+			hold(0, 1, 2) // rank 3 not yet: the step stays open
+			held, packed := 0, 0
+			for _, hs := range b.steps.byStep {
+				for _, rh := range hs.ranks {
+					for _, s := range rh.held {
+						held++
+						if s.Chunk.Packed() {
+							packed++
+						}
+					}
+				}
+			}
+			require.NotZero(t, held)
+			if summarize {
+				assert.Zero(t, packed, "summarizing: held decoded")
+			} else {
+				assert.Equal(t, held, packed, "every held span's chunk is packed")
+			}
+			hold(3)
+			clk.Advance(time.Second) // every rank reported: decided
+			require.NoError(t, b.Shutdown())
+			kept := 0
+			for _, td := range sink.AllTraces() {
+				for _, rs := range td.ResourceSpans().All() {
+					for _, ss := range rs.ScopeSpans().All() {
+						if stepsummary.IsScope(ss) {
+							continue
+						}
+						id, _ := testReader.Read(rs.Resource().Attributes())
+						assert.Equal(t, int64(slowRank), id.Rank.Rank)
+						kept += ss.Spans().Len()
+					}
+				}
+			}
+			assert.Equal(t, run.Iteration(0).ResourceSpans().At(slowRank).ScopeSpans().At(0).Spans().Len(), kept, "the slow rank's step, whole")
+		})
+	}
 }
