@@ -80,7 +80,7 @@ func TestGoals(t *testing.T) {
 		"ceiling":    ok("ceiling", phaseResult{Phase: "10k/s", AvgCores: 0.05, PeakRSSMiB: 120}),
 	}
 	g := goals(byName)
-	require.Len(t, g, 18)
+	require.Len(t, g, 22)
 	assert.True(t, strings.HasPrefix(g[0][1], "met"), g[0][1])
 	assert.True(t, strings.HasPrefix(g[1][1], "not met: 2.25x"), g[1][1])
 	assert.True(t, strings.HasPrefix(g[2][1], "pending"), g[2][1])
@@ -130,6 +130,31 @@ func TestGoals(t *testing.T) {
 	assert.Equal(t, "met: 1.02x (preset vs preset_no_view, 100k/s)", goals(byName)[17][1])
 	byName["preset_no_view"] = ok("preset_no_view", phaseResult{Phase: "100k/s", CPUPerMillion: 2.5})
 	assert.Equal(t, "not met: 1.04x (preset vs preset_no_view, 100k/s)", goals(byName)[17][1])
+
+	// The whole default preset: against the ceiling at saturation, its peak
+	// RSS, against the stock file exporter; all_ranks' RSS against it.
+	assert.Equal(t, "not measured", goals(byName)[18][1], "no saturation phase of the preset")
+	byName["preset"] = ok("preset",
+		phaseResult{Phase: "saturation", CPUPerMillion: 2.2},
+		phaseResult{Phase: "100k/s", CPUPerMillion: 2.6, PeakRSSMiB: 240})
+	byName["ceiling_1000_ranks"] = ok("ceiling_1000_ranks", phaseResult{Phase: "saturation", CPUPerMillion: 1.4})
+	byName["file_1000_ranks"] = ok("file_1000_ranks",
+		phaseResult{Phase: "100k/s", CPUPerMillion: 4, PeakRSSMiB: 120},
+		phaseResult{Phase: "saturation", SpansPerSecond: 100, CPUPerMillion: 5, PeakRSSMiB: 100})
+	byName["preset_all_ranks"] = ok("preset_all_ranks", phaseResult{Phase: "100k/s", PeakRSSMiB: 190})
+	g = goals(byName)
+	row := func(goal string) string {
+		for _, r := range g {
+			if strings.HasPrefix(r[0], goal) {
+				return r[1]
+			}
+		}
+		return "no such goal: " + goal
+	}
+	assert.Equal(t, "met: 1.57x (preset vs ceiling_1000_ranks, saturation)", row("default preset, saturation: CPU per span at most 1.6x"))
+	assert.Equal(t, "met: 240 MiB", row("default preset, 100k/s: peak RSS at most 250 MiB"))
+	assert.Equal(t, "met: 0.65x (preset vs file_1000_ranks, 100k/s)", row("default preset, 100k/s: CPU per span at most 0.70x"))
+	assert.Equal(t, "not met: 1.58x (preset_all_ranks vs file_1000_ranks, 100k/s)", row("durable default preset, all_ranks, 100k/s: peak RSS at most 1.5x"))
 }
 
 func TestThousands(t *testing.T) {

@@ -213,7 +213,8 @@ func renderReport(t *testing.T, in reportInput) string {
 	w("  (until the exporters' sent counts stop moving), per million accepted spans. Cores: CPU during the load / wall time;\n")
 	w("  peak cores: the busiest 250 ms. Peak RSS: `VmHWM` from `/proc/<pid>/status` at the end of the phase.\n")
 	w("- Ratios compare a scenario with its baseline (its stock counterpart), same run, same load.\n")
-	w("- The preset comparisons (with and without straggler retention, the stall detector, step metrics) differ by a few\n")
+	w("- The preset comparisons (with and without straggler retention, the stall detector, step metrics; all_ranks and the stock\n")
+	w("  file exporter it is compared with) differ by a few\n")
 	w("  percent, less than one phase's noise: their 100k/s phase runs in rounds that take each in turn, each on a fresh\n")
 	w("  collector, and their 100k/s rows are the median round by CPU-s / M spans (every round below the tables).\n\n")
 
@@ -502,5 +503,18 @@ func goals(byName map[string]scenarioResult) [][2]string {
 		out = append(out, [2]string{"durable default preset, all_ranks, 100k/s: p99 acknowledgement latency under 250 ms", fmt.Sprintf("%s: %s ms", verdict, num(p.LatencyP99Ms))})
 	}
 	ratioGoal("run pages (nemo_view) on the default preset, 100k/s: CPU per span at most 1.03x without them", "preset", "preset_no_view", "100k/s", "cpu", 1.03)
+	// The cost of the whole default preset (the house's second round).
+	ratioGoal("default preset, saturation: CPU per span at most 1.6x OTLP -> batch -> nop from the same 1,000 ranks", "preset", "ceiling_1000_ranks", "saturation", "cpu", 1.6)
+	if p, ok := get("preset", "100k/s"); ok {
+		verdict := "met"
+		if p.PeakRSSMiB > 250 {
+			verdict = "not met"
+		}
+		out = append(out, [2]string{"default preset, 100k/s: peak RSS at most 250 MiB", fmt.Sprintf("%s: %s MiB", verdict, num(p.PeakRSSMiB))})
+	} else {
+		out = append(out, [2]string{"default preset, 100k/s: peak RSS at most 250 MiB", "not measured"})
+	}
+	ratioGoal("default preset, 100k/s: CPU per span at most 0.70x the stock file exporter's (which writes every span)", "preset", "file_1000_ranks", "100k/s", "cpu", 0.7)
+	ratioGoal("durable default preset, all_ranks, 100k/s: peak RSS at most 1.5x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "100k/s", "rss", 1.5)
 	return out
 }

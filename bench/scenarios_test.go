@@ -204,12 +204,12 @@ func scenarioList() []scenario {
 		// its fast mode, against the stock file exporter on the same load.
 		{
 			name: "file_1000_ranks", what: "OTLP -> batch -> stock `file` (json), 1,000 ranks", config: "bench/configs/file.yaml",
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std,
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std, alternate: true,
 		},
 		{
 			name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write; zstd, its default), 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std,
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std, alternate: true,
 		},
 		{
 			name: "preset_all_ranks_plain", what: "configs/file.yaml with all_ranks and NEMO_JSONL_COMPRESSION=none (durable, plain .jsonl), 1,000 ranks", config: "configs/file.yaml",
