@@ -469,26 +469,25 @@ func goals(byName map[string]scenarioResult) [][2]string {
 		}
 		out = append(out, [2]string{goal, fmt.Sprintf("%s: %.2fx (%s vs %s, %s)", verdict, x, name, baseline, phase)})
 	}
+	// rssGoal: a scenario's peak RSS in one phase at most limit MiB; no row
+	// when the phase was not measured.
+	rssGoal := func(goal, name, phase string, limit float64) {
+		if p, ok := get(name, phase); ok {
+			verdict := "met"
+			if p.PeakRSSMiB > limit {
+				verdict = "not met"
+			}
+			out = append(out, [2]string{goal, fmt.Sprintf("%s: %s MiB", verdict, num(p.PeakRSSMiB))})
+		}
+	}
 	ratioGoal("straggler retention on the default preset, 100k/s: CPU per span at most 1.3x stragglers off", "preset", "preset_stragglers_off", "100k/s", "cpu", 1.3)
 	ratioGoal("straggler retention on the default preset, saturation: CPU per span at most 2x stragglers off", "preset", "preset_stragglers_off", "saturation", "cpu", 2)
-	if p, ok := get("preset", "100k/s"); ok {
-		verdict := "met"
-		if p.PeakRSSMiB > 300 {
-			verdict = "not met"
-		}
-		out = append(out, [2]string{"default preset with straggler retention, 100k/s: peak RSS at most 300 MiB", fmt.Sprintf("%s: %s MiB", verdict, num(p.PeakRSSMiB))})
-	}
+	rssGoal("default preset with straggler retention, 100k/s: peak RSS at most 300 MiB", "preset", "100k/s", 300)
 	ratioGoal("step metrics (nemo_steps) on the default preset, 100k/s: CPU per span at most 1.1x without them", "preset", "preset_no_step_metrics", "100k/s", "cpu", 1.1)
 	ratioGoal("stall detector on the default preset, 100k/s: CPU per span at most 1.05x without it", "preset", "preset_no_stall_detector", "100k/s", "cpu", 1.05)
 	ratioGoal("goodput on the default preset, 100k/s: CPU per span at most 1.03x without it", "preset", "preset_no_goodput", "100k/s", "cpu", 1.03)
 	ratioGoal("all_ranks keeping 1% of steps, 100k/s: less CPU per span than keeping every step", "preset_all_ranks_steps_1pct", "preset_all_ranks", "100k/s", "cpu", 1)
-	if p, ok := get("preset_all_ranks_steps_1pct", "100k/s"); ok {
-		verdict := "met"
-		if p.PeakRSSMiB > 300 {
-			verdict = "not met"
-		}
-		out = append(out, [2]string{"all_ranks keeping 1% of steps, 100k/s: peak RSS at most 300 MiB", fmt.Sprintf("%s: %s MiB", verdict, num(p.PeakRSSMiB))})
-	}
+	rssGoal("all_ranks keeping 1% of steps, 100k/s: peak RSS at most 300 MiB", "preset_all_ranks_steps_1pct", "100k/s", 300)
 	ratioGoal("`single_rank` (stragglers off) no dearer than the stock `filter`, 100k/s", "rank_strategy_single_rank", "filter_single_rank", "100k/s", "cpu", 1)
 	ratioGoal("`single_rank` (stragglers off) no dearer than the stock `filter`, saturation", "rank_strategy_single_rank", "filter_single_rank", "saturation", "cpu", 1)
 	ratioGoal("durable default preset, all_ranks, 100k/s: CPU per span at most 1.0x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "100k/s", "cpu", 1)
@@ -505,15 +504,7 @@ func goals(byName map[string]scenarioResult) [][2]string {
 	ratioGoal("run pages (nemo_view) on the default preset, 100k/s: CPU per span at most 1.03x without them", "preset", "preset_no_view", "100k/s", "cpu", 1.03)
 	// The cost of the whole default preset (the house's second round).
 	ratioGoal("default preset, saturation: CPU per span at most 1.6x OTLP -> batch -> nop from the same 1,000 ranks", "preset", "ceiling_1000_ranks", "saturation", "cpu", 1.6)
-	if p, ok := get("preset", "100k/s"); ok {
-		verdict := "met"
-		if p.PeakRSSMiB > 250 {
-			verdict = "not met"
-		}
-		out = append(out, [2]string{"default preset, 100k/s: peak RSS at most 250 MiB", fmt.Sprintf("%s: %s MiB", verdict, num(p.PeakRSSMiB))})
-	} else {
-		out = append(out, [2]string{"default preset, 100k/s: peak RSS at most 250 MiB", "not measured"})
-	}
+	rssGoal("default preset, 100k/s: peak RSS at most 250 MiB", "preset", "100k/s", 250)
 	ratioGoal("default preset, 100k/s: CPU per span at most 0.70x the stock file exporter's (which writes every span)", "preset", "file_1000_ranks", "100k/s", "cpu", 0.7)
 	ratioGoal("durable default preset, all_ranks, 100k/s: peak RSS at most 1.5x the stock file exporter", "preset_all_ranks", "file_1000_ranks", "100k/s", "rss", 1.5)
 	return out
