@@ -21,10 +21,11 @@
 #                 and a drain; ScaleOut's eight take about 4 minutes)
 #   BENCH_ROUNDS  rounds of the preset comparisons' 100k/s phase, alternating
 #                 between them (default 3; the median round is reported)
-#   BENCH_BUDGET  seconds the whole run may take (default 2160, 36 minutes)
+#   BENCH_BUDGET  seconds the whole run may take (default 2340, 39 minutes)
 #   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios, their rounds
-#                 and the soak (default 1560: 640 for the scenarios, 200 for
-#                 the rounds, 720 for the soak)
+#                 and the soak (default 1740: 640 for the scenarios, 380 for
+#                 the rounds (2 more of 8 scenarios' 22-second phase), 720
+#                 for the soak)
 #
 # Everything it starts runs under `timeout`, in a process group of its own
 # that is killed when the budget runs out or the script is interrupted.
@@ -47,10 +48,10 @@ benchtime=${BENCH_TIME:-200ms}
 # Seconds kept for the scenarios (about 22 s per phase of 12 s; 28 phases)
 # and the soak (its training, a collector's start and drain); the
 # micro-benchmarks get the rest.
-scenario_reserve=${BENCH_SCENARIO_RESERVE:-1560}
+scenario_reserve=${BENCH_SCENARIO_RESERVE:-1740}
 soak=${BENCH_SOAK:-10m}
 only=${BENCH_ONLY:-}
-budget=${BENCH_BUDGET:-2160}
+budget=${BENCH_BUDGET:-2340}
 e2e_count=${BENCH_E2E_COUNT:-1}
 rounds=${BENCH_ROUNDS:-3}
 benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
