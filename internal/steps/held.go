@@ -78,10 +78,11 @@ func (c *Chunk) ResourceSpans() ptrace.ResourceSpans {
 // OTLP/protobuf until one of them is read or moved (Held.Span, Move,
 // PassOn), which decodes it again, once. Encoded, a Lens-shaped span takes
 // about a third of its memory as pdata and, being bytes, costs the garbage
-// collector no scanning: for a holder whose spans mostly wait for their
-// step's decision to be let go unread (straggler retention: every rank
-// but the stragglers), the memory of a full wave of steps. Encoding costs
-// about a fifth of what decoding the span cost on arrival.
+// collector no scanning. It suits a holder whose spans mostly wait for their
+// step's decision and are then let go unread (straggler retention: every
+// rank's but the stragglers'): a wave of held steps takes a third of the
+// memory. Encoding costs about a fifth of what decoding the span cost on
+// arrival.
 func (c *Chunk) Pack() {
 	if c.pinned || c.count == 0 || c.packed != nil {
 		return
