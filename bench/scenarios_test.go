@@ -82,8 +82,9 @@ type scenario struct {
 	// counterpart without one of its parts, compared with it side by side.
 	derive func(cfg map[string]any)
 	phases []phase
-	// alternate: the scenario is one of the preset comparisons, whose
-	// ratios are a few percent and so within the noise of one phase each.
+	// alternate: the scenario is one of the preset comparisons, or the
+	// stock baseline one is compared with, whose ratios are a few percent
+	// and so within the noise of one phase each.
 	// In a full run their 100k/s phase is measured again in rounds that
 	// alternate between them (-rounds), and the median round is reported.
 	alternate bool

@@ -78,68 +78,77 @@ func TestKeepGroupsByChunkAndScopeAndMarks(t *testing.T) {
 
 // The spans held for their step's decision are held packed (a third of the
 // memory), except by an agent summarizing, which reads every dropped rank's
-// step span at the decision; a straggler's step still leaves whole.
+// step span at the decision; a straggler's step still leaves whole. A
+// synchronous step in all four shapes: rank 2 computes three times as long,
+// the others wait for it in grad sync.
 func TestHeldChunksArePacked(t *testing.T) {
 	const world, slowRank = 4, 2
-	run := lensfixture.Run{
-		Ranks: lensfixture.Fleet(lensfixture.Rank{Run: "run-packed", WorldSize: world, GPUsPerNode: 8}),
-		Compute: func(rank, _ int64) time.Duration {
-			if rank == slowRank {
-				return 3 * lensfixture.DefaultStep.Compute
-			}
-			return lensfixture.DefaultStep.Compute
-		},
-	}.Memoized()
-	for _, summarize := range []bool{false, true} {
-		t.Run(map[bool]string{false: "retention", true: "summarize"}[summarize], func(t *testing.T) {
-			clk := clocktest.NewFake()
-			sink := new(consumertest.TracesSink)
-			b := newBuffer(t, clk, sink, summarize)
-			hold := func(ranks ...int64) {
-				td := run.Iteration(0)
-				require.True(t, b.Consume(t.Context(), func(h *Batch) {
-					for _, rs := range td.ResourceSpans().All() {
-						if id, _ := testReader.Read(rs.Resource().Attributes()); slices.Contains(ranks, id.Rank.Rank) {
-							h.Hold(rs, id, false)
-						}
-					}
-				}))
-			}
-			hold(0, 1, 2) // rank 3 not yet: the step stays open
-			held, packed := 0, 0
-			for _, hs := range b.steps.byStep {
-				for _, rh := range hs.ranks {
-					for _, s := range rh.held {
-						held++
-						if s.Chunk.Packed() {
-							packed++
-						}
-					}
+	for _, shape := range lensfixture.Shapes {
+		run := lensfixture.Run{
+			Ranks: lensfixture.Fleet(lensfixture.Rank{Run: "run-packed", WorldSize: world, GPUsPerNode: 8}),
+			Shape: shape,
+			Compute: func(rank, _ int64) time.Duration {
+				if rank == slowRank {
+					return 3 * lensfixture.DefaultStep.Compute
 				}
-			}
-			require.NotZero(t, held)
-			if summarize {
-				assert.Zero(t, packed, "summarizing: held decoded")
-			} else {
-				assert.Equal(t, held, packed, "every held span's chunk is packed")
-			}
-			hold(3)
-			clk.Advance(time.Second) // every rank reported: decided
-			require.NoError(t, b.Shutdown())
-			kept := 0
-			for _, td := range sink.AllTraces() {
-				for _, rs := range td.ResourceSpans().All() {
-					for _, ss := range rs.ScopeSpans().All() {
-						if stepsummary.IsScope(ss) {
-							continue
-						}
-						id, _ := testReader.Read(rs.Resource().Attributes())
-						assert.Equal(t, int64(slowRank), id.Rank.Rank)
-						kept += ss.Spans().Len()
-					}
-				}
-			}
-			assert.Equal(t, run.Iteration(0).ResourceSpans().At(slowRank).ScopeSpans().At(0).Spans().Len(), kept, "the slow rank's step, whole")
-		})
+				return lensfixture.DefaultStep.Compute
+			},
+		}.Memoized()
+		for _, summarize := range []bool{false, true} {
+			t.Run(shape.String()+"/"+map[bool]string{false: "retention", true: "summarize"}[summarize], func(t *testing.T) {
+				testHeldChunksArePacked(t, run, summarize, slowRank)
+			})
+		}
 	}
+}
+
+func testHeldChunksArePacked(t *testing.T, run lensfixture.Run, summarize bool, slowRank int64) {
+	clk := clocktest.NewFake()
+	sink := new(consumertest.TracesSink)
+	b := newBuffer(t, clk, sink, summarize)
+	hold := func(ranks ...int64) {
+		td := run.Iteration(0)
+		require.True(t, b.Consume(t.Context(), func(h *Batch) {
+			for _, rs := range td.ResourceSpans().All() {
+				if id, _ := testReader.Read(rs.Resource().Attributes()); slices.Contains(ranks, id.Rank.Rank) {
+					h.Hold(rs, id, false)
+				}
+			}
+		}))
+	}
+	hold(0, 1, 2) // rank 3 not yet: the step stays open
+	held, packed := 0, 0
+	for _, hs := range b.steps.byStep {
+		for _, rh := range hs.ranks {
+			for _, s := range rh.held {
+				held++
+				if s.Chunk.Packed() {
+					packed++
+				}
+			}
+		}
+	}
+	require.NotZero(t, held)
+	if summarize {
+		assert.Zero(t, packed, "summarizing: held decoded")
+	} else {
+		assert.Equal(t, held, packed, "every held span's chunk is packed")
+	}
+	hold(3)
+	clk.Advance(time.Second) // every rank reported: decided
+	require.NoError(t, b.Shutdown())
+	kept := 0
+	for _, td := range sink.AllTraces() {
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				if stepsummary.IsScope(ss) {
+					continue
+				}
+				id, _ := testReader.Read(rs.Resource().Attributes())
+				assert.Equal(t, slowRank, id.Rank.Rank)
+				kept += ss.Spans().Len()
+			}
+		}
+	}
+	assert.Equal(t, run.Iteration(0).ResourceSpans().At(int(slowRank)).ScopeSpans().At(0).Spans().Len(), kept, "the slow rank's step, whole")
 }
