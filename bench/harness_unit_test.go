@@ -230,7 +230,7 @@ func TestMedianRound(t *testing.T) {
 		{Name: "preset", Phases: []phaseResult{m}},
 		{Name: "ceiling", Phases: []phaseResult{rounds[0]}},
 	})
-	assert.Contains(t, table, "| preset | 6.50, 5.10, 5.90 | 5.90 | 280, 270, 290 |")
+	assert.Contains(t, table, "| preset | 100k/s | 6.50, 5.10, 5.90 | 5.90 | 280, 270, 290 |")
 	assert.NotContains(t, table, "ceiling", "a scenario measured once is not listed")
 	assert.Empty(t, roundsTable([]scenarioResult{{Name: "ceiling", Phases: []phaseResult{rounds[0]}}}))
 }

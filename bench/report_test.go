@@ -214,9 +214,9 @@ func renderReport(t *testing.T, in reportInput) string {
 	w("  peak cores: the busiest 250 ms. Peak RSS: `VmHWM` from `/proc/<pid>/status` at the end of the phase.\n")
 	w("- Ratios compare a scenario with its baseline (its stock counterpart), same run, same load.\n")
 	w("- The preset comparisons (with and without straggler retention, the stall detector, step metrics; all_ranks and the stock\n")
-	w("  file exporter it is compared with) differ by a few\n")
-	w("  percent, less than one phase's noise: their 100k/s phase runs in rounds that take each in turn, each on a fresh\n")
-	w("  collector, and their 100k/s rows are the median round by CPU-s / M spans (every round below the tables).\n\n")
+	w("  file exporter it is compared with; the default preset and its 1,000-rank ceiling at saturation) differ by a few\n")
+	w("  percent, less than one phase's noise: those phases run in rounds that take each in turn, each on a fresh\n")
+	w("  collector, and their rows are the median round by CPU-s / M spans (every round below the tables).\n\n")
 
 	if len(in.generators) > 0 {
 		w("## Load generator versus telemetrygen\n\n")
@@ -312,31 +312,31 @@ func renderReport(t *testing.T, in reportInput) string {
 	return b.String()
 }
 
-// loadRange returns the lowest and highest 1-minute load average seen at the
-// start of a phase, and at the soak's start and end.
-// roundsTable lists every round of the alternated 100k/s phases ("" when
-// none ran in rounds).
+// roundsTable lists every round of the alternated phases ("" when none ran
+// in rounds).
 func roundsTable(results []scenarioResult) string {
 	var b strings.Builder
-	for i := range results {
-		p, ok := results[i].phase(fixed100k.name)
-		if !ok || len(p.CPURounds) < 2 {
-			continue
+	for _, ph := range alternatedPhases {
+		for i := range results {
+			p, ok := results[i].phase(ph.name)
+			if !ok || len(p.CPURounds) < 2 {
+				continue
+			}
+			if b.Len() == 0 {
+				b.WriteString("## The preset comparisons, round by round\n\n")
+				b.WriteString("Each round ran every scenario of a phase below in turn, in this order; the tables above show each one's median round.\n\n")
+				b.WriteString("| scenario | phase | CPU-s / M spans, by round | median | peak RSS MiB, by round |\n|---|---|---|---:|---|\n")
+			}
+			cpu := make([]string, len(p.CPURounds))
+			for j, v := range p.CPURounds {
+				cpu[j] = num(v)
+			}
+			rss := make([]string, len(p.RSSRounds))
+			for j, v := range p.RSSRounds {
+				rss[j] = num(v)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", results[i].Name, ph.name, strings.Join(cpu, ", "), num(p.CPUPerMillion), strings.Join(rss, ", "))
 		}
-		if b.Len() == 0 {
-			b.WriteString("## The preset comparisons at 100k/s, round by round\n\n")
-			b.WriteString("Each round ran every scenario below in turn, in this order; the tables above show each one's median round.\n\n")
-			b.WriteString("| scenario | CPU-s / M spans, by round | median | peak RSS MiB, by round |\n|---|---|---:|---|\n")
-		}
-		cpu := make([]string, len(p.CPURounds))
-		for j, v := range p.CPURounds {
-			cpu[j] = num(v)
-		}
-		rss := make([]string, len(p.RSSRounds))
-		for j, v := range p.RSSRounds {
-			rss[j] = num(v)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", results[i].Name, strings.Join(cpu, ", "), num(p.CPUPerMillion), strings.Join(rss, ", "))
 	}
 	if b.Len() > 0 {
 		b.WriteString("\n")
@@ -344,6 +344,8 @@ func roundsTable(results []scenarioResult) string {
 	return b.String()
 }
 
+// loadRange returns the lowest and highest 1-minute load average seen at the
+// start of a phase, and at the soak's start and end.
 func loadRange(results []scenarioResult, soak *soakResult) (lo, hi float64) {
 	var loads []string
 	for i := range results {

@@ -19,12 +19,13 @@
 #   BENCH_E2E_COUNT  -count of e2e's micro-benchmarks (default 1: each
 #                 iteration is a whole two-tier run of its own, 10 s of load
 #                 and a drain; ScaleOut's eight take about 4 minutes)
-#   BENCH_ROUNDS  rounds of the preset comparisons' 100k/s phase, alternating
+#   BENCH_ROUNDS  rounds of the preset comparisons' 100k/s phase (and of the
+#                 default preset and its ceiling at saturation), alternating
 #                 between them (default 3; the median round is reported)
-#   BENCH_BUDGET  seconds the whole run may take (default 2340, 39 minutes)
+#   BENCH_BUDGET  seconds the whole run may take (default 2430, 41 minutes)
 #   BENCH_SCENARIO_RESERVE  seconds of it kept for the scenarios, their rounds
-#                 and the soak (default 1740: 640 for the scenarios, 380 for
-#                 the rounds (2 more of 8 scenarios' 22-second phase), 720
+#                 and the soak (default 1830: 640 for the scenarios, 470 for
+#                 the rounds (2 more of 10 alternated 22-second phases), 720
 #                 for the soak)
 #
 # Everything it starts runs under `timeout`, in a process group of its own
@@ -48,10 +49,10 @@ benchtime=${BENCH_TIME:-200ms}
 # Seconds kept for the scenarios (about 22 s per phase of 12 s; 28 phases)
 # and the soak (its training, a collector's start and drain); the
 # micro-benchmarks get the rest.
-scenario_reserve=${BENCH_SCENARIO_RESERVE:-1740}
+scenario_reserve=${BENCH_SCENARIO_RESERVE:-1830}
 soak=${BENCH_SOAK:-10m}
 only=${BENCH_ONLY:-}
-budget=${BENCH_BUDGET:-2340}
+budget=${BENCH_BUDGET:-2430}
 e2e_count=${BENCH_E2E_COUNT:-1}
 rounds=${BENCH_ROUNDS:-3}
 benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da

@@ -34,7 +34,7 @@ var (
 	onlyScenarios    = flag.String("only", "", "comma-separated scenarios to run (default: all)")
 	withTelemetrygen = flag.Bool("telemetrygen", true, "-full: also measure telemetrygen against the ceiling scenario")
 	budget           = flag.Duration("budget", 0, "stop starting scenarios when one would end past this much time (0: no limit); the report still gets written")
-	rounds           = flag.Int("rounds", 3, "-full: rounds of the preset comparisons' 100k/s phase, alternating between them; the median round is reported")
+	rounds           = flag.Int("rounds", 3, "-full: rounds of the preset comparisons' alternated phases (100k/s; the default preset and its ceiling at saturation too), alternating between them; the median round is reported")
 )
 
 // phaseOverhead is a generous estimate of what a phase costs besides its
@@ -61,6 +61,10 @@ var (
 	fixed10k   = phase{"10k/s", 10_000}
 )
 
+// alternatedPhases are the phases a scenario can list in alternate, in the
+// order their rounds run.
+var alternatedPhases = []phase{saturation, fixed100k}
+
 // scenario is one collector config under load, and what it is compared with.
 type scenario struct {
 	name string
@@ -82,12 +86,12 @@ type scenario struct {
 	// counterpart without one of its parts, compared with it side by side.
 	derive func(cfg map[string]any)
 	phases []phase
-	// alternate: the scenario is one of the preset comparisons, or the
-	// stock baseline one is compared with, whose ratios are a few percent
-	// and so within the noise of one phase each.
-	// In a full run their 100k/s phase is measured again in rounds that
-	// alternate between them (-rounds), and the median round is reported.
-	alternate bool
+	// alternate lists the phases a full run measures again, in rounds that
+	// alternate between the scenarios listing the phase (-rounds), reporting
+	// the median round: the preset comparisons and the stock baselines they
+	// are compared with, whose ratios are a few percent apart, within the
+	// noise of one phase each.
+	alternate []phase
 }
 
 // thousandRanks is the 1,000-rank load: 200 ms steps, so that at 100,000
@@ -112,7 +116,7 @@ func scenarioList() []scenario {
 		},
 		{
 			name: "ceiling_1000_ranks", what: "OTLP -> batch -> nop, 1,000 ranks", config: "bench/configs/ceiling.yaml",
-			baseline: "ceiling", loadgen: thousandRanks, phases: std,
+			baseline: "ceiling", loadgen: thousandRanks, phases: std, alternate: []phase{saturation},
 		},
 		{
 			name: "file", what: "OTLP -> batch -> stock `file` (json)", config: "bench/configs/file.yaml",
@@ -165,12 +169,12 @@ func scenarioList() []scenario {
 		{
 			name: "preset_stragglers_off", what: "configs/file.yaml with NEMO_STRAGGLERS=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_STRAGGLERS": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std, alternate: true,
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std, alternate: []phase{fixed100k},
 		},
 		{
 			name: "preset", what: "configs/file.yaml as committed (the default preset), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std, alternate: true,
+			baseline: "preset_stragglers_off", loadgen: thousandRanksStragglers, phases: std, alternate: std,
 		},
 		// The default preset without its stall detector (NEMO_STALLS=false:
 		// nemo_steps reads only step and wait spans) against the preset:
@@ -178,39 +182,39 @@ func scenarioList() []scenario {
 		{
 			name: "preset_no_stall_detector", what: "configs/file.yaml with NEMO_STALLS=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_STALLS": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
+			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: []phase{fixed100k},
 		},
 		// The default preset without its goodput accounting
 		// (NEMO_GOODPUT=false) against the preset: what goodput costs.
 		{
 			name: "preset_no_goodput", what: "configs/file.yaml with NEMO_GOODPUT=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_GOODPUT": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
+			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: []phase{fixed100k},
 		},
 		// The default preset without its run pages (NEMO_VIEW=false)
 		// against the preset: what the pages cost.
 		{
 			name: "preset_no_view", what: "configs/file.yaml with NEMO_VIEW=false, 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_VIEW": "false"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: true,
+			baseline: "preset", loadgen: thousandRanksStragglers, phases: []phase{fixed100k}, alternate: []phase{fixed100k},
 		},
 		// The default preset without nemo_steps (step metrics
 		// of every rank) against it: what the metrics cost.
 		{
 			name: "preset_no_step_metrics", what: "configs/file.yaml without nemo_steps (processor and receiver), 1,000 ranks, 10 stragglers", config: "configs/file.yaml",
 			derive: withoutStepMetrics, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std, alternate: true,
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanksStragglers, phases: std, alternate: []phase{fixed100k},
 		},
 		// Every span written: the durable default preset with all_ranks, and
 		// its fast mode, against the stock file exporter on the same load.
 		{
 			name: "file_1000_ranks", what: "OTLP -> batch -> stock `file` (json), 1,000 ranks", config: "bench/configs/file.yaml",
-			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std, alternate: true,
+			baseline: "ceiling_1000_ranks", loadgen: thousandRanks, phases: std, alternate: []phase{fixed100k},
 		},
 		{
 			name: "preset_all_ranks", what: "configs/file.yaml with all_ranks (durable: fsync, ack after write; zstd, its default), 1,000 ranks", config: "configs/file.yaml",
 			env: map[string]string{"NEMO_RANK_STRATEGY": "all_ranks"}, requires: []string{"rank_strategy", "jsonl_file"},
-			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std, alternate: true,
+			baseline: "file_1000_ranks", loadgen: thousandRanks, phases: std, alternate: []phase{fixed100k},
 		},
 		{
 			name: "preset_all_ranks_plain", what: "configs/file.yaml with all_ranks and NEMO_JSONL_COMPRESSION=none (durable, plain .jsonl), 1,000 ranks", config: "configs/file.yaml",
@@ -323,8 +327,8 @@ func TestScenarios(t *testing.T) {
 		extraRounds = max(*rounds-1, 0)
 	}
 	for _, sc := range scenarioList() {
-		if sc.alternate && (len(only) == 0 || only[sc.name]) {
-			soakReserve += time.Duration(extraRounds) * (length + phaseOverhead)
+		if len(only) == 0 || only[sc.name] {
+			soakReserve += time.Duration(extraRounds*len(sc.alternate)) * (length + phaseOverhead)
 		}
 	}
 
@@ -410,51 +414,53 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-// alternateRounds measures the 100k/s phase of the alternate scenarios that
-// ran extra more times, in rounds that take each scenario in turn (each on a
-// fresh collector), and reports for each the median round by CPU per span,
-// with every round's figures: a ratio of a few percent between two of them
-// is then not one phase's noise.
+// alternateRounds measures the alternated phases of the scenarios that ran
+// extra more times, phase by phase, in rounds that take each scenario
+// listing the phase in turn (each on a fresh collector), and reports for
+// each the median round by CPU per span, with every round's figures: a ratio
+// of a few percent between two of them is then not one phase's noise.
 func alternateRounds(t *testing.T, root string, results []scenarioResult, loadgen string, length time.Duration, extra int) {
 	byName := map[string]scenario{}
 	list := scenarioList()
 	for i := range list {
 		byName[list[i].name] = list[i]
 	}
-	var runs []*scenarioResult
-	for i := range results {
-		r := &results[i]
-		if sc, ok := byName[r.Name]; ok && sc.alternate && r.Status == "ok" {
-			if _, ok := r.phase(fixed100k.name); ok {
-				runs = append(runs, r)
+	for _, ph := range alternatedPhases {
+		var runs []*scenarioResult
+		for i := range results {
+			r := &results[i]
+			if sc, ok := byName[r.Name]; ok && slices.Contains(sc.alternate, ph) && r.Status == "ok" {
+				if _, ok := r.phase(ph.name); ok {
+					runs = append(runs, r)
+				}
 			}
 		}
-	}
-	if len(runs) < 2 {
-		return
-	}
-	samples := make([][]phaseResult, len(runs))
-	for i, r := range runs {
-		p, _ := r.phase(fixed100k.name)
-		samples[i] = []phaseResult{p}
-	}
-	for round := 2; round <= extra+1; round++ {
-		for i, r := range runs {
-			sc := byName[r.Name]
-			sc.phases = []phase{fixed100k}
-			t.Run(fmt.Sprintf("%s/round_%d", sc.name, round), func(t *testing.T) {
-				samples[i] = append(samples[i], runScenario(t, root, sc, loadgen, length, true)...)
-			})
-		}
-	}
-	for i, r := range runs {
-		if len(samples[i]) < extra+1 {
-			r.Status = "failed (a round failed: see the test log)"
+		if len(runs) < 2 {
 			continue
 		}
-		for j := range r.Phases {
-			if r.Phases[j].Phase == fixed100k.name {
-				r.Phases[j] = medianRound(samples[i])
+		samples := make([][]phaseResult, len(runs))
+		for i, r := range runs {
+			p, _ := r.phase(ph.name)
+			samples[i] = []phaseResult{p}
+		}
+		for round := 2; round <= extra+1; round++ {
+			for i, r := range runs {
+				sc := byName[r.Name]
+				sc.phases = []phase{ph}
+				t.Run(fmt.Sprintf("%s/%s/round_%d", sc.name, ph.name, round), func(t *testing.T) {
+					samples[i] = append(samples[i], runScenario(t, root, sc, loadgen, length, true)...)
+				})
+			}
+		}
+		for i, r := range runs {
+			if len(samples[i]) < extra+1 {
+				r.Status = "failed (a round failed: see the test log)"
+				continue
+			}
+			for j := range r.Phases {
+				if r.Phases[j].Phase == ph.name {
+					r.Phases[j] = medianRound(samples[i])
+				}
 			}
 		}
 	}
