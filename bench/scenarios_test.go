@@ -321,14 +321,17 @@ func TestScenarios(t *testing.T) {
 	if wantSoak {
 		soakReserve = soak.load*11/10 + phaseOverhead
 	}
-	// The alternated rounds run after the scenarios, before the soak.
+	// The alternated rounds run after the scenarios, before the soak: the
+	// scenarios leave them their time too (once they have run, the
+	// generators and the soak need only the soak's).
 	extraRounds := 0
 	if *fullRun {
 		extraRounds = max(*rounds-1, 0)
 	}
+	var roundsReserve time.Duration
 	for _, sc := range scenarioList() {
 		if len(only) == 0 || only[sc.name] {
-			soakReserve += time.Duration(extraRounds*len(sc.alternate)) * (length + phaseOverhead)
+			roundsReserve += time.Duration(extraRounds*len(sc.alternate)) * (length + phaseOverhead)
 		}
 	}
 
@@ -345,7 +348,7 @@ func TestScenarios(t *testing.T) {
 			results = append(results, res)
 			continue
 		}
-		if *budget > 0 && time.Since(started)+time.Duration(len(sc.phases))*(length+phaseOverhead)+soakReserve > *budget {
+		if *budget > 0 && time.Since(started)+time.Duration(len(sc.phases))*(length+phaseOverhead)+roundsReserve+soakReserve > *budget {
 			res.Status = fmt.Sprintf("skipped: it would not end within the %s budget", *budget)
 			t.Logf("%s: %s", sc.name, res.Status)
 			results = append(results, res)
