@@ -275,7 +275,7 @@ func measureHopLatency(b *testing.B, loadgen string, rate int, viaAgent bool) (p
 	env["OTLP_BACKEND_PROTOCOL"], env["OTLP_BACKEND_ENDPOINT"] = "http/protobuf", sink.URL
 	env["OTLP_BACKEND_METRICS"], env["OTLP_BACKEND_LOGS"] = "true", "true"
 	for _, signal := range []string{"TRACES", "METRICS", "LOGS"} {
-		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[otlp_http/protobuf]"
+		env["NEMO_GATEWAY_"+signal+"_EXPORTERS"] = "[nemo_otlp]"
 	}
 	gw := testcollector.Start(b, testcollector.Config(b, "otlp.yaml"), testcollector.Options{
 		Env: env, Args: []string{"--config=" + testcollector.Config(b, "gateway.yaml")},
