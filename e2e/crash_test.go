@@ -14,19 +14,19 @@ import (
 
 // TestKillDuringJSONLWritesLosesNothingAcknowledged: the default preset as
 // committed (configs/file.yaml, every rank kept; zstd-compressed, its
-// default, then gzip and plain) under steady heavy load: three load generators
-// of 64 ranks each, spans over gRPC, data points over HTTP and log records
-// over gRPC, each with several requests in flight, send up to senderRate
-// items a second each; the collector is killed with SIGKILL mid-stream, once
-// it has accepted 100,000 spans. The
-// README's recipes read the files while they are being written and after
-// the kill: the tolerant one (`zstd -dc | jq -R 'fromjson?'`, zcat, jq)
-// finds every acknowledged record. A kill inside a large write(2) may leave
-// a cut last line or frame (holding only unacknowledged records), which the
-// exporter removes when it starts again, so the collector is restarted on the
-// same directory and stopped cleanly. Then every line of every file is a
-// complete JSON object (jq and the strict recipe agree), and every span, data
-// point and log record the senders saw acknowledged is in the files.
+// default, then gzip and plain) under steady heavy load: three load
+// generators of 64 ranks each, spans over gRPC, data points over HTTP and
+// log records over gRPC, each with several requests in flight, send up to
+// senderRate items a second each; the collector is killed with SIGKILL
+// mid-stream, once it has accepted 100,000 spans. The README's recipes read
+// the files while they are being written and after the kill: the tolerant
+// one (`zstd -dc | jq -R 'fromjson?'`, zcat, jq) finds every acknowledged
+// record. A kill inside a large write(2) may leave a cut last line or frame
+// (holding only unacknowledged records), which the exporter removes when it
+// starts again, so the collector is restarted on the same directory and
+// stopped cleanly. Then every line of every file is a complete JSON object
+// (jq and the strict recipe agree), and every span, data point and log
+// record the senders saw acknowledged is in the files.
 func TestKillDuringJSONLWritesLosesNothingAcknowledged(t *testing.T) {
 	loadgen := buildLoadgen(t)
 	for _, compression := range []string{"", "gzip", "none"} {
@@ -50,7 +50,7 @@ func TestKillDuringJSONLWritesLosesNothingAcknowledged(t *testing.T) {
 // million at 50ms: the span path is the slower one); reading them back with
 // the recipes made the test's time grow with them (329 s vs 768 s). Capped,
 // the three senders keep the collector writing all three signals without
-// pause, the kill comes two to three seconds in with 100,000 to 160,000
+// pause, the kill comes two to three seconds in with 55,000 to 160,000
 // items of each signal acknowledged, and the test takes about 4 minutes at
 // either wait; it logs how long the senders ran and what was acknowledged.
 const senderRate = "50000"
