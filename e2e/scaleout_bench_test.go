@@ -222,7 +222,9 @@ func runScaleScenario(b *testing.B, loadgen string, sc scaleScenario) scaleResul
 // steps 1ms long (so a span ends when it is sent); the gateway delivers to a
 // fake OTLP backend with configs/otlp.yaml's exporter (merged as
 // configs/gateway.yaml documents), which notes, per span, arrival time
-// minus end time. Directly to the gateway, then through one agent.
+// minus end time. Directly to the gateway, then through one agent. At
+// 50,000 spans/s the direct path is bound by the gateway's persistent queue,
+// which pays per request (bench/runs/2026-12-06-hop-latency.md).
 func BenchmarkAgentHopLatency(b *testing.B) {
 	loadgen := buildLoadgen(b)
 	for _, rate := range []int{2_000, 50_000} {
