@@ -93,13 +93,23 @@ type pointKey struct {
 }
 
 // gaugeBatch gathers a batch's rank steps from their gauges, in arrival
-// order, before they are taken under the store's lock.
+// order (steps), before they are taken under the store's lock; index has
+// each one's place in steps.
 type gaugeBatch struct {
-	steps map[pointKey]*pendingStep
-	order []pointKey
+	index map[pointKey]int32
+	steps []pendingStep
+}
+
+// newGaugeBatch makes room for the rank steps of points data points: a rank
+// step has five gauges, and the first and the last can have some of theirs
+// in the request before or after.
+func newGaugeBatch(points int) gaugeBatch {
+	n := points/5 + 2
+	return gaugeBatch{index: make(map[pointKey]int32, n), steps: make([]pendingStep, 0, n)}
 }
 
 type pendingStep struct {
+	run     string // id.key()
 	id      runIdentity
 	service string
 	step    rankStep
@@ -121,12 +131,13 @@ func (b *gaugeBatch) add(g stepGauge, dp pmetric.NumberDataPoint, resource pcomm
 		return
 	}
 	key := pointKey{run: id.key(), rank: rank, ts: dp.Timestamp()}
-	ps := b.steps[key]
-	if ps == nil {
-		ps = &pendingStep{id: id, service: service, step: rankStep{rank: rank, end: int64(dp.Timestamp()), relative: 1, individual: 1}}
-		b.steps[key] = ps
-		b.order = append(b.order, key)
+	i, ok := b.index[key]
+	if !ok {
+		i = int32(len(b.steps))
+		b.index[key] = i
+		b.steps = append(b.steps, pendingStep{run: key.run, id: id, service: service, step: rankStep{rank: rank, end: int64(dp.Timestamp()), relative: 1, individual: 1}})
 	}
+	ps := &b.steps[i]
 	if h := str(attrs, attrkey.HostName); h != "" {
 		ps.step.host = h
 	}
@@ -153,7 +164,7 @@ func (b *gaugeBatch) add(g stepGauge, dp pmetric.NumberDataPoint, resource pcomm
 // iteration (nemo_steps without an interval); a rank step without it is
 // not shown.
 func (s *store) addMetrics(md pmetric.Metrics) {
-	b := gaugeBatch{steps: map[pointKey]*pendingStep{}}
+	b := newGaugeBatch(md.DataPointCount())
 	live := liveBatch{}
 	for _, rm := range md.ResourceMetrics().All() {
 		service := str(rm.Resource().Attributes(), attrkey.ServiceName)
@@ -172,14 +183,14 @@ func (s *store) addMetrics(md pmetric.Metrics) {
 			}
 		}
 	}
-	if len(b.order) == 0 && len(live) == 0 {
+	if len(b.steps) == 0 && len(live) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, key := range b.order {
-		if ps := b.steps[key]; ps.hasIter {
-			s.addStep(s.runFor(key.run, ps.id.id, ps.id.group, ps.service), &ps.step)
+	for i := range b.steps {
+		if ps := &b.steps[i]; ps.hasIter {
+			s.addStep(s.runFor(ps.run, ps.id.id, ps.id.group, ps.service), &ps.step)
 		}
 	}
 	for key, l := range live {

@@ -544,3 +544,22 @@ func TestEngineHoldFreesAChunkLetGoWhileWalked(t *testing.T) {
 	assert.True(t, emptied)
 	require.NoError(t, e.Shutdown())
 }
+
+// A new step makes room at once for the world its first rank reports, but
+// a payload claiming a huge world gets no more than maxPresizedRanks: the
+// step grows as its ranks come.
+func TestEngineOpenStepRoomIsBounded(t *testing.T) {
+	for _, world := range []int64{4, 1 << 40} {
+		rec := &recorder{}
+		e, _ := testEngine(t, rec, nil)
+		run := job(lensfixture.Shapes[0], 2)
+		run.Ranks[0].WorldSize = world
+		td := ptrace.NewTraces()
+		run.AppendStep(lensfixture.AppendResource(td, run.Ranks[0]), run.Ranks[0], 1)
+		consume(t, e, rec, td)
+		o := e.open.Oldest()
+		require.NotNil(t, o, "world %d: the step is open", world)
+		assert.Equal(t, min(world, maxPresizedRanks), int64(cap(o.Value.ranks)), "world %d", world)
+		assert.Equal(t, world, o.WorldSize)
+	}
+}

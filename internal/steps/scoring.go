@@ -13,6 +13,11 @@ import (
 	"github.com/nemo-lens/otelcol-nemo/internal/stepbusy"
 )
 
+// maxPresizedRanks bounds the ranks an open step makes room for at once
+// from the world size its first rank reports: a world larger than that (or
+// a payload claiming one) grows the step as its ranks come.
+const maxPresizedRanks = 4096
+
 // openStep is a step whose ranks are still reporting.
 type openStep[D any] struct {
 	ranks []RankStep
@@ -59,7 +64,11 @@ func (e *Engine[D]) report(key Step, rank, worldSize int64, s ptrace.Span, iv st
 			// iteration again, after the run restarted from a checkpoint.
 			prior = nil
 		}
-		o = e.open.Open(key, now, openStep[D]{index: make(map[int64]int32), prior: prior})
+		n := min(max(worldSize, 0), maxPresizedRanks) // a new step: room for the world the rank reports
+		if prior != nil {
+			n = 0 // reopened for late ranks, a few
+		}
+		o = e.open.Open(key, now, openStep[D]{ranks: make([]RankStep, 0, n), index: make(map[int64]int32, n), prior: prior})
 		if prior != nil {
 			e.open.MarkComplete(o)
 		}

@@ -17,7 +17,7 @@ import (
 // pointBatches are a tick's recorded points (pointWriter.take), built into
 // requests as they are sent (all).
 type pointBatches struct {
-	pending []pendingPoint
+	blocks [][]pendingPoint
 }
 
 // batch is a built request of step metrics and its data points.
@@ -41,23 +41,9 @@ const maxBatchPoints = 8192
 // labels them without resource_to_telemetry_conversion.
 func (p pointBatches) all(yield func(batch) bool) {
 	b := newBuilder()
-	for i := range p.pending {
-		pp := &p.pending[i]
-		if !pp.step {
-			b.point(pp, pp.id, pp.values[0])
-			if !b.added(yield) {
-				return
-			}
-			continue
-		}
-		for g := range numGauges {
-			dp := b.point(pp, gaugeID(g, vLast), pp.values[g])
-			if g == gBusy {
-				stepExemplar(dp, pp)
-			}
-			if !b.added(yield) {
-				return
-			}
+	for _, block := range p.blocks {
+		if !b.addAll(block, yield) {
+			return
 		}
 	}
 	if b.points > 0 {
@@ -138,6 +124,31 @@ func (b *builder) added(yield func(batch) bool) bool {
 	b.md, b.points = pmetric.NewMetrics(), 0
 	clear(b.resources)
 	return yield(full)
+}
+
+// addAll builds the points of a block of records, yielding each request as
+// it is full. It reports whether to go on.
+func (b *builder) addAll(block []pendingPoint, yield func(batch) bool) bool {
+	for i := range block {
+		pp := &block[i]
+		if !pp.step {
+			b.point(pp, pp.id, pp.values[0])
+			if !b.added(yield) {
+				return false
+			}
+			continue
+		}
+		for g := range numGauges {
+			dp := b.point(pp, gaugeID(g, vLast), pp.values[g])
+			if g == gBusy {
+				stepExemplar(dp, pp)
+			}
+			if !b.added(yield) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (b *builder) resource(service string, group []label) *resourceMetrics {

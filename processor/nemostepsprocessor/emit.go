@@ -93,8 +93,29 @@ var stragglersDesc = metricDesc{
 // once if built when decided. Recorded, a rank step's five gauges are one
 // record of about 200 bytes, and one request of at most maxBatchPoints
 // points is built at a time, sent before the next.
+//
+// The records grow in blocks of pointBlock, never copied: a wave's records,
+// grown as one slice, would be copied a dozen times on the way and
+// allocated twice over.
 type pointWriter struct {
-	pending []pendingPoint
+	blocks [][]pendingPoint
+}
+
+// pointBlock is the records of a block but the first, which grows to it
+// from a few: a quiet tick records a few points.
+const pointBlock = 1024
+
+// add records a point.
+func (w *pointWriter) add(p pendingPoint) {
+	n := len(w.blocks)
+	if n == 0 || len(w.blocks[n-1]) >= pointBlock {
+		w.blocks = append(w.blocks, nil)
+		n++
+		if n > 1 {
+			w.blocks[n-1] = make([]pendingPoint, 0, pointBlock)
+		}
+	}
+	w.blocks[n-1] = append(w.blocks[n-1], p)
 }
 
 // pendingPoint is one recorded data point, or a rank step's gauges.
@@ -122,13 +143,13 @@ func newPointWriter() *pointWriter { return &pointWriter{} }
 
 // gauge records one rank's gauge point.
 func (w *pointWriter) gauge(id metricID, l *rankLabels, ts int64, v float64) {
-	w.pending = append(w.pending, pendingPoint{id: id, service: l.service, group: l.group, node: l.node, ts: ts, values: [numGauges]float64{v}})
+	w.add(pendingPoint{id: id, service: l.service, group: l.group, node: l.node, ts: ts, values: [numGauges]float64{v}})
 }
 
 // stepGauges records a rank step's gauges, ending at ts, of the step
 // iteration whose step span r is.
 func (w *pointWriter) stepGauges(l *rankLabels, ts int64, v stepValues, iteration int64, r *steps.RankStep) {
-	w.pending = append(w.pending, pendingPoint{
+	w.add(pendingPoint{
 		step: true, iteration: iteration, traceID: r.TraceID, spanID: r.SpanID,
 		service: l.service, group: l.group, node: l.node, ts: ts, values: v,
 	})
@@ -136,17 +157,17 @@ func (w *pointWriter) stepGauges(l *rankLabels, ts int64, v stepValues, iteratio
 
 // runGauge records one run's stall point, with its group labels and the kind.
 func (w *pointWriter) runGauge(id metricID, l *rankLabels, ts int64, v float64, kind string) {
-	w.pending = append(w.pending, pendingPoint{id: id, service: l.service, group: l.group, attrKey: attrStallKind, attrVal: kind, ts: ts, values: [numGauges]float64{v}})
+	w.add(pendingPoint{id: id, service: l.service, group: l.group, attrKey: attrStallKind, attrVal: kind, ts: ts, values: [numGauges]float64{v}})
 }
 
 // stragglers records a run's cumulative straggler count.
 func (w *pointWriter) stragglers(run *runCount) {
-	w.pending = append(w.pending, pendingPoint{id: idStragglers, service: run.service, group: run.group, start: run.start, ts: run.last, count: run.count})
+	w.add(pendingPoint{id: idStragglers, service: run.service, group: run.group, start: run.start, ts: run.last, count: run.count})
 }
 
 // runTime records a run's cumulative time of one category, in seconds.
 func (w *pointWriter) runTime(l *rankLabels, start, ts int64, category string, secs float64) {
-	w.pending = append(w.pending, pendingPoint{
+	w.add(pendingPoint{
 		id: idRunTime, service: l.service, group: l.group, attrKey: attrTimeCategory, attrVal: category,
 		start: start, ts: ts, values: [numGauges]float64{secs},
 	})
@@ -154,12 +175,12 @@ func (w *pointWriter) runTime(l *rankLabels, start, ts int64, category string, s
 
 // runGoodput records a run's goodput.
 func (w *pointWriter) runGoodput(l *rankLabels, ts int64, v float64) {
-	w.pending = append(w.pending, pendingPoint{id: idRunGoodput, service: l.service, group: l.group, ts: ts, values: [numGauges]float64{v}})
+	w.add(pendingPoint{id: idRunGoodput, service: l.service, group: l.group, ts: ts, values: [numGauges]float64{v}})
 }
 
 // rankStraggler records a rank's cumulative straggler time, in seconds.
 func (w *pointWriter) rankStraggler(l *rankLabels, start, ts int64, secs float64) {
-	w.pending = append(w.pending, pendingPoint{
+	w.add(pendingPoint{
 		id: idRankStragglerTime, service: l.service, group: l.group, node: l.node,
 		start: start, ts: ts, values: [numGauges]float64{secs},
 	})
@@ -167,7 +188,7 @@ func (w *pointWriter) rankStraggler(l *rankLabels, start, ts int64, secs float64
 
 // take returns the points recorded and starts over.
 func (w *pointWriter) take() pointBatches {
-	p := pointBatches{pending: w.pending}
-	w.pending = nil
+	p := pointBatches{blocks: w.blocks}
+	w.blocks = nil
 	return p
 }

@@ -118,13 +118,14 @@ func TestPointBatchesAreBuiltAsSent(t *testing.T) {
 	for i := range rankSteps {
 		w.stepGauges(l, int64(i+1), stepValues{1, 0.75, 0.25, 1, 1}, int64(i), &steps.RankStep{})
 	}
-	require.Len(t, w.pending, rankSteps, "one record per rank step")
+	require.Equal(t, rankSteps, recorded(w), "one record per rank step")
 	p := w.take()
+	lastBlock := p.blocks[len(p.blocks)-1]
 	var got []batch
 	sent, exemplars := 0, 0
 	for b := range p.all {
 		if len(got) == 0 {
-			p.pending[rankSteps-1].values[gBusy] = 42 // not built yet
+			lastBlock[len(lastBlock)-1].values[gBusy] = 42 // not built yet
 		}
 		got = append(got, b)
 		sent += b.points
@@ -140,6 +141,42 @@ func TestPointBatchesAreBuiltAsSent(t *testing.T) {
 			assert.Equal(t, 42.0, dps.At(dps.Len()-1).DoubleValue(), "the last request was built after the first was sent")
 		}
 	}
+}
+
+// A wave's records grow block by block: a record, once its block is full,
+// is never copied again, and the points come out in the order recorded.
+func TestPointWriterGrowsInBlocks(t *testing.T) {
+	w := newPointWriter()
+	l := &rankLabels{service: "megatron", node: []label{{key: "nv.dl.rank", num: 1, isNum: true}}}
+	for i := range pointBlock {
+		w.gauge(gBusy, l, int64(i), float64(i))
+	}
+	first := &w.blocks[0][0]
+	const n = 3*pointBlock + 5
+	for i := pointBlock; i < n; i++ {
+		w.gauge(gBusy, l, int64(i), float64(i))
+	}
+	require.Len(t, w.blocks, 4)
+	assert.Same(t, first, &w.blocks[0][0], "a full block is not copied")
+	assert.Equal(t, n, recorded(w))
+	seen := 0.0
+	for b := range w.take().all {
+		dps := b.md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints()
+		for _, dp := range dps.All() {
+			require.Equal(t, seen, dp.DoubleValue(), "in the order recorded")
+			seen++
+		}
+	}
+	assert.Equal(t, float64(n), seen)
+}
+
+// recorded counts the records of w.
+func recorded(w *pointWriter) int {
+	n := 0
+	for _, b := range w.blocks {
+		n += len(b)
+	}
+	return n
 }
 
 // countExemplars counts the exemplars of md's gauge points.
