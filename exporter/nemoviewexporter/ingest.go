@@ -100,11 +100,11 @@ type gaugeBatch struct {
 	steps []pendingStep
 }
 
-// newGaugeBatch makes room for the rank steps of points data points: a rank
-// step has five gauges, and the first and the last can have some of theirs
-// in the request before or after.
+// newGaugeBatch makes room for the rank steps of points data points: the
+// first and the last can have some of their gauges in the request before or
+// after.
 func newGaugeBatch(points int) gaugeBatch {
-	n := points/5 + 2
+	n := points/runrecords.RankStepGauges + 2
 	return gaugeBatch{index: make(map[pointKey]int32, n), steps: make([]pendingStep, 0, n)}
 }
 

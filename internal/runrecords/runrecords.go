@@ -25,6 +25,10 @@ const (
 	// names the step's iteration (never a point attribute: one series per
 	// step would explode every backend).
 	StepIteration = attrkey.MegatronIteration
+	// RankStepGauges is how many of these gauges a rank step has, all with
+	// the same run, rank and time, and in one request but where a request
+	// ends: StepDuration to StepIndividualScore.
+	RankStepGauges = 5
 )
 
 // The goodput metrics, written at every tick while a run is live: the

@@ -101,8 +101,9 @@ type pointWriter struct {
 	blocks [][]pendingPoint
 }
 
-// pointBlock is the records of a block but the first, which grows to it
-// from a few: a quiet tick records a few points.
+// pointBlock is how many records a block holds. A tick's first block grows
+// to it by append (a quiet tick records a few points); the next ones are
+// made at that size.
 const pointBlock = 1024
 
 // add records a point.

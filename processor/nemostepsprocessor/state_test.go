@@ -170,6 +170,12 @@ func TestPointWriterGrowsInBlocks(t *testing.T) {
 	assert.Equal(t, float64(n), seen)
 }
 
+// A rank step has as many gauges as the records readers rely on say
+// (nemo_view sizes its batches by it).
+func TestRankStepGaugesAreTheRecords(t *testing.T) {
+	assert.Equal(t, runrecords.RankStepGauges, numGauges)
+}
+
 // recorded counts the records of w.
 func recorded(w *pointWriter) int {
 	n := 0
