@@ -549,17 +549,19 @@ func TestEngineHoldFreesAChunkLetGoWhileWalked(t *testing.T) {
 // a payload claiming a huge world gets no more than maxPresizedRanks: the
 // step grows as its ranks come.
 func TestEngineOpenStepRoomIsBounded(t *testing.T) {
-	for _, world := range []int64{4, 1 << 40} {
-		rec := &recorder{}
-		e, _ := testEngine(t, rec, nil)
-		run := job(lensfixture.Shapes[0], 2)
-		run.Ranks[0].WorldSize = world
-		td := ptrace.NewTraces()
-		run.AppendStep(lensfixture.AppendResource(td, run.Ranks[0]), run.Ranks[0], 1)
-		consume(t, e, rec, td)
-		o := e.open.Oldest()
-		require.NotNil(t, o, "world %d: the step is open", world)
-		assert.Equal(t, min(world, maxPresizedRanks), int64(cap(o.Value.ranks)), "world %d", world)
-		assert.Equal(t, world, o.WorldSize)
+	for _, shape := range lensfixture.Shapes {
+		for _, world := range []int64{4, 1 << 40} {
+			rec := &recorder{}
+			e, _ := testEngine(t, rec, nil)
+			run := job(shape, 2)
+			run.Ranks[0].WorldSize = world
+			td := ptrace.NewTraces()
+			run.AppendStep(lensfixture.AppendResource(td, run.Ranks[0]), run.Ranks[0], 1)
+			consume(t, e, rec, td)
+			o := e.open.Oldest()
+			require.NotNil(t, o, "%v, world %d: the step is open", shape, world)
+			assert.Equal(t, min(world, maxPresizedRanks), int64(cap(o.Value.ranks)), "%v, world %d", shape, world)
+			assert.Equal(t, world, o.WorldSize)
+		}
 	}
 }

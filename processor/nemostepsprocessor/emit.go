@@ -101,20 +101,19 @@ type pointWriter struct {
 	blocks [][]pendingPoint
 }
 
-// pointBlock is how many records a block holds. A tick's first block grows
-// to it by append (a quiet tick records a few points); the next ones are
-// made at that size.
+// pointBlock is how many records a block holds.
 const pointBlock = 1024
 
 // add records a point.
 func (w *pointWriter) add(p pendingPoint) {
 	n := len(w.blocks)
-	if n == 0 || len(w.blocks[n-1]) >= pointBlock {
-		w.blocks = append(w.blocks, nil)
+	switch {
+	case n == 0:
+		w.blocks = append(w.blocks, nil) // grown by append: a quiet tick records a few points
+		n = 1
+	case len(w.blocks[n-1]) == pointBlock:
+		w.blocks = append(w.blocks, make([]pendingPoint, 0, pointBlock))
 		n++
-		if n > 1 {
-			w.blocks[n-1] = make([]pendingPoint, 0, pointBlock)
-		}
 	}
 	w.blocks[n-1] = append(w.blocks[n-1], p)
 }
